@@ -1,0 +1,18 @@
+//! Flex's view of the hardware: probes (NVML, simulated topology files), the host model (GPUs,
+//! MIG leaves, cores, NUMA nodes, links), the Gaia access-cost tree and resource requests.
+//!
+//! The crate is also what brings Flex's leaf model to Slurm (gres.conf export).
+
+pub mod ids;
+pub mod mig;
+pub mod model;
+#[cfg(feature = "nvml")]
+pub mod nvml;
+pub mod probe;
+pub mod request;
+pub mod topology;
+pub mod tree;
+
+pub use ids::{CoreId, GpuIndex, HostId, JobId, LeafId};
+pub use model::{Core, Gpu, HostModel, Leaf, LinkLevel};
+pub use request::Request;

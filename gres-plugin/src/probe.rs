@@ -1,0 +1,421 @@
+//! Probes: what a host's hardware looks like, as NVML (or a simulated topology file) reports it.
+//!
+//! Both probes produce a [`RawHost`], shaped like NVML's answers; [`build_host`] turns it into
+//! the [`HostModel`] with pure code, so the same path is tested with NVML-shaped fixtures.
+
+use crate::ids::{CoreId, GpuIndex, LeafId};
+use crate::model::{profile_name, Core, Gpu, HostModel, Leaf, LinkLevel};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// A GPU as NVML describes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RawGpu {
+    pub index: u32,
+    pub uuid: String,
+    pub name: String,
+    pub memory_bytes: u64,
+    pub pci_bus_id: String,
+    /// `nvmlDeviceGetNumaNodeId`; None where the driver does not say.
+    pub numa_node: Option<u32>,
+    /// Cores from `nvmlDeviceGetCpuAffinity`.
+    pub cpu_affinity: Vec<u32>,
+    /// Current MIG mode.
+    pub mig_enabled: bool,
+    pub instances: Vec<RawMig>,
+}
+
+/// A MIG device (compute instance) as NVML describes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RawMig {
+    pub uuid: String,
+    pub memory_bytes: u64,
+    /// `gpuInstanceSliceCount` from the device attributes.
+    pub sm_slices: u8,
+    /// Memory slices, when known (simulated files); otherwise derived from the memory size.
+    pub mem_slices: Option<u8>,
+    pub gpu_instance: Option<u32>,
+    pub compute_instance: Option<u32>,
+    /// Start memory slice, when known.
+    pub start: Option<u8>,
+}
+
+/// Everything a probe found on one host.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RawHost {
+    pub hostname: String,
+    pub gpus: Vec<RawGpu>,
+    /// PCIe common-ancestor level between GPU positions (PIX..SYS); the diagonal is ignored.
+    pub pcie: Vec<Vec<LinkLevel>>,
+    /// Active NVLink count between GPU positions.
+    pub nvlinks: Vec<Vec<u8>>,
+    pub cores: Vec<Core>,
+}
+
+/// Why probe output could not become a host model.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ModelError {
+    #[error("gpu index {0} appears twice")]
+    DuplicateGpu(u32),
+    #[error("link matrix is {rows}x? but there are {gpus} GPUs")]
+    LinkMatrix { rows: usize, gpus: usize },
+    #[error("gpu {gpu}: MIG instance {uuid}: memory {memory_bytes} bytes does not fit the card")]
+    BadInstance {
+        gpu: u32,
+        uuid: String,
+        memory_bytes: u64,
+    },
+    #[error("core {0} appears twice")]
+    DuplicateCore(u32),
+    #[error("host has no CPU cores")]
+    NoCores,
+}
+
+/// Build the host model from probe output. Pure: the same input always gives the same model.
+pub fn build_host(raw: &RawHost) -> Result<HostModel, ModelError> {
+    let n = raw.gpus.len();
+    if raw.pcie.len() != n || raw.pcie.iter().any(|r| r.len() != n) {
+        return Err(ModelError::LinkMatrix {
+            rows: raw.pcie.len(),
+            gpus: n,
+        });
+    }
+    if raw.nvlinks.len() != n || raw.nvlinks.iter().any(|r| r.len() != n) {
+        return Err(ModelError::LinkMatrix {
+            rows: raw.nvlinks.len(),
+            gpus: n,
+        });
+    }
+    let mut seen = std::collections::HashSet::new();
+    for g in &raw.gpus {
+        if !seen.insert(g.index) {
+            return Err(ModelError::DuplicateGpu(g.index));
+        }
+    }
+    if raw.cores.is_empty() {
+        return Err(ModelError::NoCores);
+    }
+    let mut core_ids = std::collections::HashSet::new();
+    for c in &raw.cores {
+        if !core_ids.insert(c.id) {
+            return Err(ModelError::DuplicateCore(c.id.0));
+        }
+    }
+
+    let numa_of = |g: &RawGpu| -> u32 {
+        g.numa_node.unwrap_or_else(|| {
+            g.cpu_affinity
+                .first()
+                .and_then(|c| raw.cores.iter().find(|k| k.id.0 == *c))
+                .map_or(0, |k| k.numa_node)
+        })
+    };
+    let numa: Vec<u32> = raw.gpus.iter().map(numa_of).collect();
+    // Host bridges: GPUs of one NUMA node that meet at or below a host bridge.
+    let bridge = group(n, |a, b| {
+        numa[a] == numa[b] && raw.pcie[a][b].pcie_rank() <= LinkLevel::Phb.pcie_rank()
+    });
+    // PCIe switches: GPUs of one host bridge that meet below it.
+    let switch = group(n, |a, b| {
+        bridge[a] == bridge[b] && raw.pcie[a][b].pcie_rank() <= LinkLevel::Pxb.pcie_rank()
+    });
+
+    let mut links = vec![vec![LinkLevel::Sys; n]; n];
+    for a in 0..n {
+        for b in 0..n {
+            links[a][b] = if raw.nvlinks[a][b] > 0 {
+                LinkLevel::Nv(raw.nvlinks[a][b])
+            } else if numa[a] != numa[b] {
+                LinkLevel::Sys
+            } else {
+                raw.pcie[a][b]
+            };
+        }
+    }
+
+    let mut gpus = Vec::with_capacity(n);
+    let mut leaves = Vec::new();
+    for (pos, g) in raw.gpus.iter().enumerate() {
+        let index = GpuIndex(g.index);
+        gpus.push(Gpu {
+            index,
+            uuid: g.uuid.clone(),
+            name: g.name.clone(),
+            memory_bytes: g.memory_bytes,
+            pci_bus_id: g.pci_bus_id.clone(),
+            numa_node: numa[pos],
+            cpu_affinity: g.cpu_affinity.iter().map(|&c| CoreId(c)).collect(),
+            mig: g.mig_enabled,
+            host_bridge: bridge[pos],
+            pcie_switch: switch[pos],
+        });
+        if !g.mig_enabled {
+            leaves.push(Leaf {
+                id: LeafId(leaves.len() as u32),
+                uuid: g.uuid.clone(),
+                profile: "gpu".into(),
+                sm_slices: 7,
+                memory_bytes: g.memory_bytes,
+                gpu: index,
+                gpu_instance: None,
+                compute_instance: None,
+            });
+            continue;
+        }
+        let slice_bytes = (g.memory_bytes / 8).max(1);
+        let mut inst: Vec<&RawMig> = g.instances.iter().collect();
+        inst.sort_by(|a, b| {
+            (a.start, a.gpu_instance, a.compute_instance, &a.uuid).cmp(&(
+                b.start,
+                b.gpu_instance,
+                b.compute_instance,
+                &b.uuid,
+            ))
+        });
+        for m in inst {
+            let mem_slices = m.mem_slices.unwrap_or_else(|| {
+                ((m.memory_bytes as f64 / slice_bytes as f64).round() as u8).clamp(1, 8)
+            });
+            if m.memory_bytes > g.memory_bytes || m.sm_slices == 0 || m.sm_slices > 7 {
+                return Err(ModelError::BadInstance {
+                    gpu: g.index,
+                    uuid: m.uuid.clone(),
+                    memory_bytes: m.memory_bytes,
+                });
+            }
+            leaves.push(Leaf {
+                id: LeafId(leaves.len() as u32),
+                uuid: m.uuid.clone(),
+                profile: profile_name(m.sm_slices, mem_slices, g.memory_bytes),
+                sm_slices: m.sm_slices,
+                memory_bytes: m.memory_bytes,
+                gpu: index,
+                gpu_instance: m.gpu_instance,
+                compute_instance: m.compute_instance,
+            });
+        }
+    }
+    let mut cores = raw.cores.clone();
+    cores.sort_by_key(|c| c.id);
+    Ok(HostModel {
+        hostname: raw.hostname.clone(),
+        gpus,
+        leaves,
+        cores,
+        links,
+    })
+}
+
+/// Number the classes of the relation `same` (taken transitively) by first appearance.
+fn group(n: usize, same: impl Fn(usize, usize) -> bool) -> Vec<u32> {
+    let mut id = vec![u32::MAX; n];
+    let mut next = 0;
+    for a in 0..n {
+        if id[a] != u32::MAX {
+            continue;
+        }
+        id[a] = next;
+        let mut stack = vec![a];
+        while let Some(x) = stack.pop() {
+            for b in 0..n {
+                if id[b] == u32::MAX && same(x, b) {
+                    id[b] = next;
+                    stack.push(b);
+                }
+            }
+        }
+        next += 1;
+    }
+    id
+}
+
+/// Where a host model comes from.
+pub trait Probe {
+    /// A short name for logs ("nvml", "topology file PATH").
+    fn name(&self) -> String;
+    /// Probe the host. [`ProbeError::Absent`] means "nothing here" (no library, no driver, no GPU).
+    fn probe(&self) -> Result<RawHost, ProbeError>;
+}
+
+/// A probe that could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// Nothing to probe here: the caller falls back to a simulated topology.
+    #[error("{0}")]
+    Absent(String),
+    #[error("nvml: {0}")]
+    Nvml(String),
+    #[error(transparent)]
+    Topology(#[from] crate::topology::TopologyError),
+    #[error(transparent)]
+    Model(#[from] ModelError),
+}
+
+/// What `discover` found, and from where.
+#[derive(Debug)]
+pub struct Discovered {
+    pub host: HostModel,
+    /// "nvml" or "topology file PATH".
+    pub source: String,
+}
+
+/// The host model the daemon runs with: NVML when it finds GPUs, else the simulated topology
+/// file, with one log line saying why. `force_topology` skips NVML. A real NVML failure on a host
+/// that has GPUs is an error: jobs must never get simulated UUIDs on real hardware.
+pub fn discover(topology: &Path, force_topology: bool) -> Result<Discovered, ProbeError> {
+    if !force_topology {
+        match nvml_probe() {
+            Some(p) => match p.probe() {
+                Ok(raw) => {
+                    return Ok(Discovered {
+                        host: build_host(&raw)?,
+                        source: p.name(),
+                    })
+                }
+                Err(ProbeError::Absent(why)) => {
+                    tracing::info!("{why}; using the simulated topology {}", topology.display())
+                }
+                Err(e) => return Err(e),
+            },
+            None => tracing::info!(
+                "built without NVML support; using the simulated topology {}",
+                topology.display()
+            ),
+        }
+    }
+    discover_file(topology)
+}
+
+/// The host model of a simulated topology file.
+pub fn discover_file(topology: &Path) -> Result<Discovered, ProbeError> {
+    let file = crate::topology::FileProbe::new(topology.to_path_buf());
+    Ok(Discovered {
+        host: build_host(&file.probe()?)?,
+        source: file.name(),
+    })
+}
+
+#[cfg(feature = "nvml")]
+fn nvml_probe() -> Option<Box<dyn Probe>> {
+    Some(Box::new(crate::nvml::NvmlProbe))
+}
+
+#[cfg(not(feature = "nvml"))]
+fn nvml_probe() -> Option<Box<dyn Probe>> {
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::LinkLevel::*;
+
+    /// What NVML reports on a 4-GPU host: GPUs 0,1 under one switch and 2,3 under two switches
+    /// of one host bridge on NUMA node 1; GPU 0 in MIG mode with three instances (ids and memory
+    /// as NVML gives them, no slice starts); GPU 3 has no NUMA id from the driver.
+    fn fixture() -> RawHost {
+        let mig = |uuid: &str, mib: u64, sm: u8, gi: u32| RawMig {
+            uuid: uuid.into(),
+            memory_bytes: mib << 20,
+            sm_slices: sm,
+            mem_slices: None,
+            gpu_instance: Some(gi),
+            compute_instance: Some(0),
+            start: None,
+        };
+        let gpu =
+            |i: u32, numa: Option<u32>, aff: Vec<u32>, mig_on: bool, inst: Vec<RawMig>| RawGpu {
+                index: i,
+                uuid: format!("GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd"),
+                name: "NVIDIA A100-PCIE-40GB".into(),
+                memory_bytes: 40960 << 20,
+                pci_bus_id: format!("00000000:{:02X}:00.0", 0x10 + i),
+                numa_node: numa,
+                cpu_affinity: aff,
+                mig_enabled: mig_on,
+                instances: inst,
+            };
+        RawHost {
+            hostname: "node7".into(),
+            gpus: vec![
+                gpu(
+                    0,
+                    Some(0),
+                    vec![0, 1],
+                    true,
+                    vec![
+                        mig("MIG-c", 9856, 1, 13),
+                        mig("MIG-a", 4864, 1, 7),
+                        mig("MIG-b", 19968, 3, 2),
+                    ],
+                ),
+                gpu(1, Some(0), vec![0, 1], false, vec![]),
+                gpu(2, Some(1), vec![2, 3], false, vec![]),
+                gpu(3, None, vec![2, 3], false, vec![]),
+            ],
+            pcie: vec![
+                vec![Pix, Pix, Sys, Sys],
+                vec![Pix, Pix, Sys, Sys],
+                vec![Sys, Sys, Pix, Phb],
+                vec![Sys, Sys, Phb, Pix],
+            ],
+            nvlinks: vec![vec![0; 4]; 4],
+            cores: (0..4)
+                .map(|c| Core {
+                    id: CoreId(c),
+                    numa_node: c / 2,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn nvml_shaped_output_becomes_a_model() {
+        let h = build_host(&fixture()).unwrap();
+        assert_eq!(h.gpus.len(), 4);
+        // NUMA of GPU 3 comes from its affinity
+        assert_eq!(h.gpus[3].numa_node, 1);
+        // GPUs 0 and 1 share a switch; 2 and 3 share a bridge but not a switch
+        assert_eq!(h.gpus[0].pcie_switch, h.gpus[1].pcie_switch);
+        assert_eq!(h.gpus[2].host_bridge, h.gpus[3].host_bridge);
+        assert_ne!(h.gpus[2].pcie_switch, h.gpus[3].pcie_switch);
+        assert_eq!(h.link(GpuIndex(0), GpuIndex(2)), Some(Sys));
+        // three MIG leaves with derived profile names, then three whole GPUs
+        let profiles: Vec<&str> = h.leaves.iter().map(|l| l.profile.as_str()).collect();
+        assert_eq!(
+            profiles,
+            ["3g.20gb", "1g.5gb", "1g.10gb", "gpu", "gpu", "gpu"]
+        );
+        assert!(h.leaves[..3]
+            .iter()
+            .all(|l| l.is_mig() && l.gpu == GpuIndex(0)));
+        assert_eq!(h.leaves[3].uuid, h.gpus[1].uuid);
+        assert!(h
+            .leaves
+            .iter()
+            .enumerate()
+            .all(|(i, l)| l.id.0 as usize == i));
+    }
+
+    #[test]
+    fn malformed_probe_output_is_rejected() {
+        let mut r = fixture();
+        r.pcie.pop();
+        assert!(matches!(build_host(&r), Err(ModelError::LinkMatrix { .. })));
+        let mut r = fixture();
+        r.gpus[1].index = 0;
+        assert_eq!(build_host(&r), Err(ModelError::DuplicateGpu(0)));
+        let mut r = fixture();
+        r.cores.clear();
+        assert_eq!(build_host(&r), Err(ModelError::NoCores));
+    }
+
+    #[test]
+    fn nvlink_overrides_pcie_level() {
+        let mut r = fixture();
+        r.nvlinks[2][3] = 4;
+        r.nvlinks[3][2] = 4;
+        let h = build_host(&r).unwrap();
+        assert_eq!(h.link(GpuIndex(2), GpuIndex(3)), Some(Nv(4)));
+    }
+}

@@ -1,0 +1,466 @@
+//! Simulated topology files (TOML): a host described by hand, for machines without GPUs, for
+//! flexsim and for tests. The shipped files live in `etc/topologies/` and are also compiled in.
+
+use crate::ids::CoreId;
+use crate::mig::{layout, parse_profile, Profile};
+use crate::model::{Core, LinkLevel};
+use crate::probe::{Probe, ProbeError, RawGpu, RawHost, RawMig};
+use serde::Deserialize;
+use std::path::PathBuf;
+
+/// The topology files shipped in `etc/topologies/`, by file name.
+pub const BUILTIN: [(&str, &str); 3] = [
+    (
+        "a100-40gb-x2.toml",
+        include_str!("../../etc/topologies/a100-40gb-x2.toml"),
+    ),
+    (
+        "h100-80gb-x8.toml",
+        include_str!("../../etc/topologies/h100-80gb-x8.toml"),
+    ),
+    (
+        "p4-x4.toml",
+        include_str!("../../etc/topologies/p4-x4.toml"),
+    ),
+];
+
+/// A shipped topology by file name (with or without `.toml`).
+pub fn builtin(name: &str) -> Option<&'static str> {
+    let name = name.strip_suffix(".toml").unwrap_or(name);
+    BUILTIN
+        .iter()
+        .find(|(f, _)| f.strip_suffix(".toml") == Some(name))
+        .map(|(_, t)| *t)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    #[error("cannot read topology file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("topology {origin}: {message}")]
+    Syntax { origin: String, message: String },
+    #[error("topology {origin}: {message}")]
+    Invalid { origin: String, message: String },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    hostname: Option<String>,
+    #[serde(default)]
+    numa: Vec<Numa>,
+    #[serde(default)]
+    gpu: Vec<GpuEntry>,
+    #[serde(default)]
+    nvlink: Vec<NvLink>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Numa {
+    id: u32,
+    /// A core list such as `0-15` or `0-7,16-23`.
+    cores: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GpuEntry {
+    index: u32,
+    name: String,
+    memory_gib: f64,
+    numa: u32,
+    host_bridge: Option<u32>,
+    pcie_switch: Option<u32>,
+    pci_bus_id: Option<String>,
+    #[serde(default)]
+    mig: Vec<MigEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MigEntry {
+    profile: String,
+    #[serde(default = "one")]
+    count: u32,
+    /// Usable memory; defaults to 95% of the profile's share of the card.
+    memory_mib: Option<u64>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NvLink {
+    /// Two GPU indexes, or leave out for every pair.
+    gpus: Option<[u32; 2]>,
+    links: u8,
+}
+
+/// Parse a core list such as `0-3,8,10-11`.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let a: u32 = a.parse().map_err(|_| format!("bad core number {a:?}"))?;
+        let b: u32 = b.parse().map_err(|_| format!("bad core number {b:?}"))?;
+        if b < a || b - a > 65_535 {
+            return Err(format!("bad core range {part:?}"));
+        }
+        out.extend(a..=b);
+    }
+    Ok(out)
+}
+
+/// Format cores as a compact list (`0-3,8`), the inverse of [`parse_cpu_list`].
+pub fn format_cpu_list(cores: &[u32]) -> String {
+    let mut v = cores.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            v[i].to_string()
+        } else {
+            format!("{}-{}", v[i], v[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// A stable, well-formed UUID (RFC 4122 layout, version 5 nibble) from a name, so simulated
+/// GPUs and leaves keep their UUIDs across restarts and differ from each other.
+pub fn stable_uuid(prefix: &str, name: &str) -> String {
+    // Two independent FNV-1a 64-bit hashes make 128 bits.
+    let h = |seed: u64| {
+        name.bytes().fold(seed, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+        })
+    };
+    let (a, b) = (h(0xcbf2_9ce4_8422_2325), h(0x6c62_272e_07bb_0142));
+    let a = (a & !0xf000) | 0x5000; // version 5
+    let b = (b & !(0xc000 << 48)) | (0x8000 << 48); // RFC 4122 variant
+    format!(
+        "{prefix}-{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xffff,
+        b >> 48,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+/// Parse a topology file's text into probe output. `origin` names it in errors.
+pub fn parse(text: &str, origin: &str) -> Result<RawHost, TopologyError> {
+    let file: File = toml::from_str(text).map_err(|e| TopologyError::Syntax {
+        origin: origin.to_string(),
+        message: e.to_string().trim_end().to_string(),
+    })?;
+    let bad = |message: String| TopologyError::Invalid {
+        origin: origin.to_string(),
+        message,
+    };
+    let hostname = file.hostname.unwrap_or_else(|| "localhost".into());
+    if file.numa.is_empty() {
+        return Err(bad("no [[numa]] node with cores".into()));
+    }
+    let mut cores = Vec::new();
+    for n in &file.numa {
+        let list = parse_cpu_list(&n.cores).map_err(|e| bad(format!("numa {}: {e}", n.id)))?;
+        if list.is_empty() {
+            return Err(bad(format!("numa {}: no cores", n.id)));
+        }
+        for c in list {
+            if cores.iter().any(|k: &Core| k.id.0 == c) {
+                return Err(bad(format!("core {c} is listed twice")));
+            }
+            cores.push(Core {
+                id: CoreId(c),
+                numa_node: n.id,
+            });
+        }
+    }
+    let mut gpus = Vec::new();
+    for g in &file.gpu {
+        if gpus.iter().any(|x: &RawGpu| x.index == g.index) {
+            return Err(bad(format!("gpu index {} appears twice", g.index)));
+        }
+        if !file.numa.iter().any(|n| n.id == g.numa) {
+            return Err(bad(format!(
+                "gpu {}: numa node {} has no [[numa]] entry",
+                g.index, g.numa
+            )));
+        }
+        if !(g.memory_gib.is_finite() && g.memory_gib > 0.0 && g.memory_gib <= 4096.0) {
+            return Err(bad(format!(
+                "gpu {}: memory_gib {} is not a size in GiB",
+                g.index, g.memory_gib
+            )));
+        }
+        let memory_bytes = (g.memory_gib * (1u64 << 30) as f64) as u64;
+        let gpu_uuid = stable_uuid("GPU", &format!("flex-sim/{hostname}/gpu{}", g.index));
+        let slice_gb = crate::model::nominal_slice_gb(memory_bytes);
+        let mut profiles = Vec::new();
+        let mut mems = Vec::new();
+        for m in &g.mig {
+            let p = parse_profile(&m.profile, slice_gb).ok_or_else(|| {
+                bad(format!(
+                    "gpu {}: {:?} is not a MIG profile of a {} GiB card",
+                    g.index, m.profile, g.memory_gib
+                ))
+            })?;
+            if m.count == 0 || m.count > 7 {
+                return Err(bad(format!(
+                    "gpu {}: count {} of {} must be 1 to 7",
+                    g.index, m.count, m.profile
+                )));
+            }
+            let default_mib = (memory_bytes / (1 << 20)) * p.mem_slices as u64 / 8 * 95 / 100;
+            for _ in 0..m.count {
+                profiles.push(p);
+                mems.push(m.memory_mib.unwrap_or(default_mib) << 20);
+            }
+        }
+        let starts = layout(&profiles).ok_or_else(|| {
+            bad(format!(
+                "gpu {}: the MIG instances do not form a valid layout (at most 7 SM slices and 8 memory slices, at NVIDIA's placements)",
+                g.index
+            ))
+        })?;
+        let numa_cores: Vec<u32> = cores
+            .iter()
+            .filter(|c| c.numa_node == g.numa)
+            .map(|c| c.id.0)
+            .collect();
+        let instances = profiles
+            .iter()
+            .zip(&mems)
+            .zip(&starts)
+            .enumerate()
+            .map(|(i, ((p, &mem), &start))| RawMig {
+                uuid: stable_uuid(
+                    "MIG",
+                    &format!("flex-sim/{hostname}/gpu{}/leaf{i}", g.index),
+                ),
+                memory_bytes: mem,
+                sm_slices: p.sm_slices,
+                mem_slices: Some(p.mem_slices),
+                gpu_instance: Some(gi_id(*p, start)),
+                compute_instance: Some(0),
+                start: Some(start),
+            })
+            .collect();
+        gpus.push(RawGpu {
+            index: g.index,
+            uuid: gpu_uuid,
+            name: g.name.clone(),
+            memory_bytes,
+            pci_bus_id: g
+                .pci_bus_id
+                .clone()
+                .unwrap_or_else(|| format!("00000000:{:02X}:00.0", 0x17 + g.index * 0x10)),
+            numa_node: Some(g.numa),
+            cpu_affinity: numa_cores,
+            mig_enabled: !g.mig.is_empty(),
+            instances,
+        });
+    }
+    gpus.sort_by_key(|g| g.index);
+    let pos = |idx: u32| gpus.iter().position(|g| g.index == idx);
+    let place = |idx: u32| {
+        let e = file
+            .gpu
+            .iter()
+            .find(|e| e.index == idx)
+            .expect("listed gpu");
+        (
+            e.numa,
+            e.host_bridge.unwrap_or(e.numa),
+            e.pcie_switch.unwrap_or(1000 + e.index),
+        )
+    };
+    let n = gpus.len();
+    let mut pcie = vec![vec![LinkLevel::Pix; n]; n];
+    for a in 0..n {
+        for b in 0..n {
+            let (na, ba, sa) = place(gpus[a].index);
+            let (nb, bb, sb) = place(gpus[b].index);
+            pcie[a][b] = if na != nb {
+                LinkLevel::Sys
+            } else if ba != bb {
+                LinkLevel::Node
+            } else if sa != sb {
+                LinkLevel::Phb
+            } else {
+                LinkLevel::Pix
+            };
+        }
+    }
+    let mut nvlinks = vec![vec![0u8; n]; n];
+    for l in &file.nvlink {
+        match l.gpus {
+            Some([a, b]) => {
+                let (Some(pa), Some(pb)) = (pos(a), pos(b)) else {
+                    return Err(bad(format!("nvlink names unknown gpu in [{a}, {b}]")));
+                };
+                if pa == pb {
+                    return Err(bad(format!("nvlink joins gpu {a} to itself")));
+                }
+                nvlinks[pa][pb] = l.links;
+                nvlinks[pb][pa] = l.links;
+            }
+            None => {
+                for (a, row) in nvlinks.iter_mut().enumerate() {
+                    for (b, v) in row.iter_mut().enumerate() {
+                        if a != b {
+                            *v = l.links;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(RawHost {
+        hostname,
+        gpus,
+        pcie,
+        nvlinks,
+        cores,
+    })
+}
+
+/// The GPU-instance id NVIDIA would give a profile at a start slice (used only for display).
+fn gi_id(p: Profile, start: u8) -> u32 {
+    // Real ids depend on creation order; a stable function of the placement is enough here.
+    (start as u32) * 8 + p.mem_slices as u32
+}
+
+/// The simulated-topology probe: reads a TOML file; a bare file name that does not exist in the
+/// working directory but names a shipped topology (`a100-40gb-x2.toml`) uses the compiled-in copy.
+pub struct FileProbe {
+    path: PathBuf,
+}
+
+impl FileProbe {
+    pub fn new(path: PathBuf) -> Self {
+        Self { path }
+    }
+
+    fn text(&self) -> Result<String, TopologyError> {
+        match std::fs::read_to_string(&self.path) {
+            Ok(t) => Ok(t),
+            Err(e) => {
+                let name = self.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                let bare = self.path.components().count() == 1;
+                builtin(name)
+                    .filter(|_| bare && e.kind() == std::io::ErrorKind::NotFound)
+                    .map(str::to_string)
+                    .ok_or(TopologyError::Read {
+                        path: self.path.display().to_string(),
+                        source: e,
+                    })
+            }
+        }
+    }
+}
+
+impl Probe for FileProbe {
+    fn name(&self) -> String {
+        format!("topology file {}", self.path.display())
+    }
+
+    fn probe(&self) -> Result<RawHost, ProbeError> {
+        Ok(parse(&self.text()?, &self.path.display().to_string())?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::build_host;
+    use std::collections::HashSet;
+
+    #[test]
+    fn shipped_topologies_load() {
+        for (name, text) in BUILTIN {
+            let h = build_host(&parse(text, name).unwrap()).unwrap();
+            assert!(!h.leaves.is_empty(), "{name}");
+        }
+        let a = build_host(&parse(builtin("a100-40gb-x2").unwrap(), "a100").unwrap()).unwrap();
+        assert_eq!(a.gpus.len(), 2);
+        assert_eq!(a.cores.len(), 32);
+        assert_ne!(a.gpus[0].numa_node, a.gpus[1].numa_node);
+        for g in &a.gpus {
+            let p: Vec<&str> = a
+                .leaves
+                .iter()
+                .filter(|l| l.gpu == g.index)
+                .map(|l| l.profile.as_str())
+                .collect();
+            assert_eq!(
+                p,
+                ["1g.5gb"; 6]
+                    .iter()
+                    .copied()
+                    .chain(["1g.10gb"])
+                    .collect::<Vec<_>>()
+            );
+        }
+        let h = build_host(&parse(builtin("h100-80gb-x8").unwrap(), "h100").unwrap()).unwrap();
+        assert_eq!(h.leaves.len(), 56);
+        assert!(h.leaves.iter().all(|l| l.profile == "1g.10gb"));
+        let p = build_host(&parse(builtin("p4-x4").unwrap(), "p4").unwrap()).unwrap();
+        assert!(p.leaves.iter().all(|l| !l.is_mig() && l.sm_slices == 7));
+    }
+
+    #[test]
+    fn simulated_uuids_are_stable_distinct_and_well_formed() {
+        let t = builtin("h100-80gb-x8").unwrap();
+        let a = build_host(&parse(t, "x").unwrap()).unwrap();
+        let b = build_host(&parse(t, "x").unwrap()).unwrap();
+        let uuids: HashSet<&str> = a.leaves.iter().map(|l| l.uuid.as_str()).collect();
+        assert_eq!(uuids.len(), 56);
+        assert_eq!(a, b);
+        for u in uuids {
+            let hex = u.strip_prefix("MIG-").unwrap();
+            let parts: Vec<usize> = hex.split('-').map(str::len).collect();
+            assert_eq!(parts, [8, 4, 4, 4, 12], "{u}");
+            assert!(hex.chars().all(|c| c == '-' || c.is_ascii_hexdigit()));
+        }
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let e = parse("hostname = 3", "t.toml").unwrap_err().to_string();
+        assert!(e.contains("t.toml") && e.contains("line 1"), "{e}");
+        let e = parse("[[numa]]\nid = 0\ncores = \"0-3\"\n[[gpu]]\nindex = 0\nname = \"x\"\nmemory_gib = 40\nnuma = 2\n", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("numa node 2"), "{e}");
+        let e = parse("[[numa]]\nid = 0\ncores = \"0-3\"\n[[gpu]]\nindex = 0\nname = \"x\"\nmemory_gib = 40\nnuma = 0\nmig = [{profile = \"1g.10gb\", count = 5}]\n", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("valid layout"), "{e}");
+        let e = parse("[[numa]]\nid = 0\ncores = \"0-3\"\nbogus = 1\n", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bogus"), "{e}");
+        assert!(parse_cpu_list("3-1").is_err());
+        assert_eq!(format_cpu_list(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(parse_cpu_list("0-2,5,7-8").unwrap(), vec![0, 1, 2, 5, 7, 8]);
+    }
+}
