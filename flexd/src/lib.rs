@@ -1,1 +1,3 @@
-//! placeholder
+//! flexd: the Flex controller. `sched` is the pure scheduler core that flexd and flexsim share.
+
+pub mod sched;

@@ -97,6 +97,9 @@ impl Request {
         if self.mem_bytes == Some(0) {
             return Err("memory must be more than 0 bytes".into());
         }
+        if self.cores_per_leaf == 0 {
+            return Err("cores per leaf must be at least 1".into());
+        }
         if self.time_limit_s == 0 {
             return Err("time limit must be more than 0 seconds".into());
         }
