@@ -1,0 +1,369 @@
+//! The protocol between the commands and flexd: length-prefixed JSON frames over a Unix socket.
+//!
+//! A connection starts with the client's [`Hello`] (its protocol version); flexd answers
+//! [`Response::Hello`] or an [`ErrorKind::VersionMismatch`] error naming both versions. Then
+//! the client sends [`Request`]s, one [`Response`] each. Each frame is a 4-byte big-endian
+//! length and that many bytes of JSON. Who is asking comes from the socket (SO_PEERCRED), never
+//! from the frames.
+//!
+//! This module needs neither tokio nor rusqlite, so the commands stay small.
+
+use gres_plugin::{JobId, Request as ResourceRequest};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+/// Bumped whenever a frame's meaning changes incompatibly.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Largest frame either side accepts unless configured otherwise (scripts travel in frames).
+pub const DEFAULT_MAX_FRAME: usize = 16 << 20;
+
+/// The first frame of every connection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub version: u32,
+    /// The command's name, for the daemon's log.
+    pub client: String,
+}
+
+/// A batch job as flexsub sends it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    pub name: String,
+    /// The batch script's text; run with the interpreter its `#!` line names (sh without one).
+    pub script: String,
+    /// Arguments after the script name.
+    pub args: Vec<String>,
+    /// Where the job runs (`-D/--chdir`, else the submit directory).
+    pub workdir: PathBuf,
+    /// Where flexsub ran.
+    pub submit_dir: PathBuf,
+    /// The submitting environment, as sbatch's `--export=ALL`.
+    pub env: Vec<(String, String)>,
+    /// stdout/stderr path patterns (`%j` job id, `%x` name, `%u` user); relative to workdir.
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+    pub request: ResourceRequest,
+    pub account: Option<String>,
+}
+
+/// Which jobs flexq shows; empty lists mean "all".
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueFilter {
+    pub users: Vec<String>,
+    pub states: Vec<JobState>,
+    pub jobs: Vec<JobId>,
+    /// Also jobs that ended (within the daemon's retention of finished jobs in the queue view).
+    pub include_finished: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Request {
+    /// Queue a job; answered with [`Response::Submitted`] once it is committed to disk.
+    Submit(JobSpec),
+    /// Where and when the job would start; queues nothing.
+    TestOnly(JobSpec),
+    Queue(QueueFilter),
+    /// Cancel jobs (no signal), or send them a signal (by number).
+    Cancel { jobs: Vec<JobId>, signal: Option<i32> },
+    /// Every leaf of every host and the job holding it.
+    LeafMap,
+    Ping,
+}
+
+/// A job's state, with Slurm's names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobState {
+    Pending,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+    Timeout,
+    NodeFail,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 7] = [
+        JobState::Pending,
+        JobState::Running,
+        JobState::Completed,
+        JobState::Failed,
+        JobState::Cancelled,
+        JobState::Timeout,
+        JobState::NodeFail,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            JobState::Pending => "PENDING",
+            JobState::Running => "RUNNING",
+            JobState::Completed => "COMPLETED",
+            JobState::Failed => "FAILED",
+            JobState::Cancelled => "CANCELLED",
+            JobState::Timeout => "TIMEOUT",
+            JobState::NodeFail => "NODE_FAIL",
+        }
+    }
+
+    /// squeue's compact code.
+    pub fn code(self) -> &'static str {
+        match self {
+            JobState::Pending => "PD",
+            JobState::Running => "R",
+            JobState::Completed => "CD",
+            JobState::Failed => "F",
+            JobState::Cancelled => "CA",
+            JobState::Timeout => "TO",
+            JobState::NodeFail => "NF",
+        }
+    }
+
+    pub fn is_finished(self) -> bool {
+        !matches!(self, JobState::Pending | JobState::Running)
+    }
+
+    /// Parse a name or a code, case-insensitively.
+    pub fn parse(s: &str) -> Option<Self> {
+        let u = s.to_ascii_uppercase();
+        Self::ALL
+            .into_iter()
+            .find(|st| st.name() == u || st.code() == u || (u == "CANCELED" && *st == JobState::Cancelled))
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One allocated unit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeafView {
+    pub uuid: String,
+    /// `1g.5gb`, or `gpu` for a whole GPU.
+    pub profile: String,
+    pub gpu: u32,
+    /// Thousandths of the unit held (1000 for a leaf or a whole GPU).
+    pub share: u32,
+}
+
+/// Where a job runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocView {
+    pub host: String,
+    pub leaves: Vec<LeafView>,
+    pub cores: Vec<u32>,
+}
+
+/// A job as flexq shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobView {
+    pub id: JobId,
+    pub name: String,
+    pub user: String,
+    pub uid: u32,
+    pub account: String,
+    pub state: JobState,
+    /// Seconds since the epoch.
+    pub submit_time: u64,
+    pub start_time: Option<u64>,
+    pub end_time: Option<u64>,
+    pub request: ResourceRequest,
+    pub alloc: Option<AllocView>,
+    /// Why a pending job waits (Resources, Priority, Reservation, …).
+    pub reason: Option<String>,
+    pub estimated_start: Option<u64>,
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, if one did.
+    pub signal: Option<i32>,
+}
+
+/// What `--test-only` reports.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WouldStart {
+    /// Where it would go if it started now (None when it must wait).
+    pub alloc: Option<AllocView>,
+    /// When it is expected to start (seconds since the epoch).
+    pub estimated_start: Option<u64>,
+    /// Why it would wait, if it would.
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelOutcome {
+    pub job: JobId,
+    /// None when it worked; otherwise why not.
+    pub error: Option<String>,
+}
+
+/// One leaf in the host's leaf map.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeafMapEntry {
+    pub uuid: String,
+    pub profile: String,
+    pub gpu: u32,
+    pub gpu_name: String,
+    pub numa_node: u32,
+    /// Thousandths free.
+    pub free: u32,
+    pub jobs: Vec<JobId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostLeaves {
+    pub host: String,
+    pub leaves: Vec<LeafMapEntry>,
+}
+
+/// What went wrong, for exit codes and for tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorKind {
+    VersionMismatch,
+    PermissionDenied,
+    InvalidRequest,
+    NotFound,
+    Unsatisfiable,
+    LimitExceeded,
+    Internal,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Response {
+    Hello { version: u32, server: String },
+    Submitted { job: JobId },
+    WouldStart(WouldStart),
+    Queue(Vec<JobView>),
+    Cancelled(Vec<CancelOutcome>),
+    LeafMap(Vec<HostLeaves>),
+    Pong,
+    Error(ErrorReply),
+}
+
+impl Response {
+    pub fn error(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Response::Error(ErrorReply {
+            kind,
+            message: message.into(),
+        })
+    }
+}
+
+/// A frame that could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("connection closed")]
+    Closed,
+    #[error("frame of {size} bytes is larger than the limit of {max}")]
+    TooLarge { size: usize, max: usize },
+    #[error("malformed frame: {0}")]
+    Malformed(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Encode one frame.
+pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
+    let body = serde_json::to_vec(msg).expect("protocol types always serialize");
+    let mut out = Vec::with_capacity(4 + body.len());
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Decode one frame from the front of `buf`: the message and the bytes it used, or None when
+/// `buf` does not hold a whole frame yet. Pure, so the daemon's async reader and the fuzzer
+/// share it.
+pub fn decode<T: DeserializeOwned>(buf: &[u8], max: usize) -> Result<Option<(T, usize)>, FrameError> {
+    let Some(len) = buf.get(..4) else {
+        return Ok(None);
+    };
+    let size = u32::from_be_bytes(len.try_into().expect("4 bytes")) as usize;
+    if size > max {
+        return Err(FrameError::TooLarge { size, max });
+    }
+    let Some(body) = buf.get(4..4 + size) else {
+        return Ok(None);
+    };
+    let msg = serde_json::from_slice(body).map_err(|e| FrameError::Malformed(e.to_string()))?;
+    Ok(Some((msg, 4 + size)))
+}
+
+/// Read one frame (blocking).
+pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read, max: usize) -> Result<T, FrameError> {
+    let mut len = [0u8; 4];
+    if let Err(e) = r.read_exact(&mut len) {
+        return Err(if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            FrameError::Closed
+        } else {
+            e.into()
+        });
+    }
+    let size = u32::from_be_bytes(len) as usize;
+    if size > max {
+        return Err(FrameError::TooLarge { size, max });
+    }
+    let mut body = vec![0u8; size];
+    r.read_exact(&mut body)?;
+    serde_json::from_slice(&body).map_err(|e| FrameError::Malformed(e.to_string()))
+}
+
+/// Write one frame (blocking).
+pub fn write_frame<T: Serialize>(w: &mut impl Write, msg: &T) -> Result<(), FrameError> {
+    w.write_all(&encode(msg))?;
+    w.flush()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_split_anywhere() {
+        let msg = Request::Cancel {
+            jobs: vec![JobId(3), JobId(9)],
+            signal: Some(15),
+        };
+        let bytes = encode(&msg);
+        for cut in 0..bytes.len() {
+            assert!(decode::<Request>(&bytes[..cut], DEFAULT_MAX_FRAME).unwrap().is_none());
+        }
+        let (back, used) = decode::<Request>(&bytes, DEFAULT_MAX_FRAME).unwrap().unwrap();
+        assert_eq!((back, used), (msg.clone(), bytes.len()));
+        let mut r = std::io::Cursor::new(bytes);
+        assert_eq!(read_frame::<Request>(&mut r, 1 << 10).unwrap(), msg);
+    }
+
+    #[test]
+    fn oversized_and_malformed_frames_are_errors() {
+        let mut big = (1u32 << 30).to_be_bytes().to_vec();
+        big.extend_from_slice(b"{}");
+        assert!(matches!(
+            decode::<Request>(&big, DEFAULT_MAX_FRAME),
+            Err(FrameError::TooLarge { .. })
+        ));
+        let mut bad = 3u32.to_be_bytes().to_vec();
+        bad.extend_from_slice(b"{x}");
+        assert!(matches!(decode::<Request>(&bad, 100), Err(FrameError::Malformed(_))));
+    }
+
+    #[test]
+    fn states_parse_by_name_and_code() {
+        assert_eq!(JobState::parse("pd"), Some(JobState::Pending));
+        assert_eq!(JobState::parse("NODE_FAIL"), Some(JobState::NodeFail));
+        assert_eq!(JobState::parse("canceled"), Some(JobState::Cancelled));
+        assert_eq!(JobState::parse("bogus"), None);
+    }
+}
