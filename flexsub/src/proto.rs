@@ -68,7 +68,10 @@ pub enum Request {
     TestOnly(JobSpec),
     Queue(QueueFilter),
     /// Cancel jobs (no signal), or send them a signal (by number).
-    Cancel { jobs: Vec<JobId>, signal: Option<i32> },
+    Cancel {
+        jobs: Vec<JobId>,
+        signal: Option<i32>,
+    },
     /// Every leaf of every host and the job holding it.
     LeafMap,
     Ping,
@@ -130,9 +133,9 @@ impl JobState {
     /// Parse a name or a code, case-insensitively.
     pub fn parse(s: &str) -> Option<Self> {
         let u = s.to_ascii_uppercase();
-        Self::ALL
-            .into_iter()
-            .find(|st| st.name() == u || st.code() == u || (u == "CANCELED" && *st == JobState::Cancelled))
+        Self::ALL.into_iter().find(|st| {
+            st.name() == u || st.code() == u || (u == "CANCELED" && *st == JobState::Cancelled)
+        })
     }
 }
 
@@ -285,7 +288,10 @@ pub fn encode<T: Serialize>(msg: &T) -> Vec<u8> {
 /// Decode one frame from the front of `buf`: the message and the bytes it used, or None when
 /// `buf` does not hold a whole frame yet. Pure, so the daemon's async reader and the fuzzer
 /// share it.
-pub fn decode<T: DeserializeOwned>(buf: &[u8], max: usize) -> Result<Option<(T, usize)>, FrameError> {
+pub fn decode<T: DeserializeOwned>(
+    buf: &[u8],
+    max: usize,
+) -> Result<Option<(T, usize)>, FrameError> {
     let Some(len) = buf.get(..4) else {
         return Ok(None);
     };
@@ -338,9 +344,13 @@ mod tests {
         };
         let bytes = encode(&msg);
         for cut in 0..bytes.len() {
-            assert!(decode::<Request>(&bytes[..cut], DEFAULT_MAX_FRAME).unwrap().is_none());
+            assert!(decode::<Request>(&bytes[..cut], DEFAULT_MAX_FRAME)
+                .unwrap()
+                .is_none());
         }
-        let (back, used) = decode::<Request>(&bytes, DEFAULT_MAX_FRAME).unwrap().unwrap();
+        let (back, used) = decode::<Request>(&bytes, DEFAULT_MAX_FRAME)
+            .unwrap()
+            .unwrap();
         assert_eq!((back, used), (msg.clone(), bytes.len()));
         let mut r = std::io::Cursor::new(bytes);
         assert_eq!(read_frame::<Request>(&mut r, 1 << 10).unwrap(), msg);
@@ -356,7 +366,10 @@ mod tests {
         ));
         let mut bad = 3u32.to_be_bytes().to_vec();
         bad.extend_from_slice(b"{x}");
-        assert!(matches!(decode::<Request>(&bad, 100), Err(FrameError::Malformed(_))));
+        assert!(matches!(
+            decode::<Request>(&bad, 100),
+            Err(FrameError::Malformed(_))
+        ));
     }
 
     #[test]

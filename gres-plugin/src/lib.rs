@@ -3,6 +3,7 @@
 //!
 //! The crate is also what brings Flex's leaf model to Slurm (gres.conf export).
 
+pub mod env;
 pub mod ids;
 pub mod mig;
 pub mod model;

@@ -1,0 +1,309 @@
+//! The environment a job and each of its ranks get: the contract between flexd (which starts
+//! the batch script), flexrun (which starts one rank per leaf) and, on Slurm sites, a
+//! TaskProlog. Pure functions from an allocation to variables.
+
+use crate::topology::{format_cpu_list, parse_cpu_list};
+use std::path::PathBuf;
+
+/// How ranks reach NCCL across MIG instances.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NcclMode {
+    /// Flex-MIG's patched NCCL, found in this directory (prepended to LD_LIBRARY_PATH); it
+    /// reads `NCCL_MIG_ID`.
+    Patched { lib_dir: PathBuf },
+    /// Upstream NCCL ≥ 2.31: `NCCL_MULTI_RANK_GPU_ENABLE=1`, P2P off, SHM on.
+    Upstream,
+    /// Set no NCCL variables.
+    None,
+}
+
+impl NcclMode {
+    pub fn name(&self) -> &'static str {
+        match self {
+            NcclMode::Patched { .. } => "patched",
+            NcclMode::Upstream => "upstream",
+            NcclMode::None => "none",
+        }
+    }
+}
+
+/// One allocated unit, as the environment needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EnvUnit {
+    pub uuid: String,
+    pub gpu: u32,
+    /// Thousandths of the unit (1000 = all of it).
+    pub share: u32,
+    /// The unit's memory in bytes (for the MPS memory limit of a share).
+    pub memory_bytes: u64,
+}
+
+/// Everything the batch script's environment is made from.
+#[derive(Clone, Debug)]
+pub struct JobEnvInput<'a> {
+    pub job_id: u64,
+    pub name: &'a str,
+    pub submit_dir: &'a str,
+    pub host: &'a str,
+    pub units: &'a [EnvUnit],
+    /// Allocated cores in unit order, `cores_per_unit` each.
+    pub cores: &'a [u32],
+    pub cores_per_unit: u32,
+    /// The job's rendezvous port for flexrun's ranks.
+    pub master_port: u16,
+    pub nccl: &'a NcclMode,
+    /// Also set SLURM_* aliases.
+    pub slurm_aliases: bool,
+}
+
+/// The batch script's Flex variables (added to the submitter's environment).
+pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
+    let uuids: Vec<&str> = i.units.iter().map(|u| u.uuid.as_str()).collect();
+    let mut gpus: Vec<u32> = i.units.iter().map(|u| u.gpu).collect();
+    gpus.sort_unstable();
+    gpus.dedup();
+    let gpus = gpus
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let cpus = format_cpu_list(i.cores);
+    let mut v = vec![
+        ("FLEX_JOB_ID", i.job_id.to_string()),
+        ("FLEX_JOB_NAME", i.name.to_string()),
+        ("FLEX_SUBMIT_DIR", i.submit_dir.to_string()),
+        ("FLEX_HOST", i.host.to_string()),
+        ("FLEX_LEAVES", i.units.len().to_string()),
+        ("FLEX_MIG_UUIDS", uuids.join(",")),
+        ("FLEX_GPUS", gpus.clone()),
+        ("FLEX_CPUS", cpus.clone()),
+        // Unit order, so flexrun can give rank r the cores of unit r.
+        (
+            "FLEX_CPUS_BY_LEAF",
+            i.cores
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        ("FLEX_CPUS_PER_LEAF", i.cores_per_unit.to_string()),
+        ("FLEX_MASTER_PORT", i.master_port.to_string()),
+        ("FLEX_NCCL_MODE", i.nccl.name().to_string()),
+        ("CUDA_VISIBLE_DEVICES", uuids.join(",")),
+    ];
+    if let NcclMode::Patched { lib_dir } = i.nccl {
+        v.push(("FLEX_NCCL_LIB_DIR", lib_dir.display().to_string()));
+    }
+    if let [u] = i.units {
+        if u.share < 1000 {
+            // A share of a whole GPU: cooperative limits for CUDA MPS (enforced only when an
+            // MPS control daemon runs).
+            v.push((
+                "FLEX_GPU_FRACTION",
+                format!("{:.3}", u.share as f64 / 1000.0),
+            ));
+            v.push((
+                "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+                (u.share as f64 / 10.0).round().max(1.0).to_string(),
+            ));
+            let mib = u.memory_bytes / (1 << 20) * u.share as u64 / 1000;
+            v.push(("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", format!("0={mib}M")));
+        }
+    }
+    if i.slurm_aliases {
+        v.extend([
+            ("SLURM_JOB_ID", i.job_id.to_string()),
+            ("SLURM_JOBID", i.job_id.to_string()),
+            ("SLURM_JOB_NAME", i.name.to_string()),
+            ("SLURM_SUBMIT_DIR", i.submit_dir.to_string()),
+            ("SLURM_JOB_NODELIST", i.host.to_string()),
+            ("SLURM_NNODES", "1".to_string()),
+            ("SLURM_NTASKS", i.units.len().to_string()),
+            ("SLURM_JOB_GPUS", gpus),
+            ("SLURM_JOB_CPUS_PER_NODE", i.cores.len().to_string()),
+            ("SLURM_CPUS_PER_TASK", i.cores_per_unit.to_string()),
+        ]);
+    }
+    v.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// What flexrun reads back from a job's environment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RankPlan {
+    pub uuids: Vec<String>,
+    /// Cores of each rank.
+    pub cores: Vec<Vec<u32>>,
+    pub master_port: u16,
+    pub nccl: NcclMode,
+}
+
+/// Read a job's plan from its environment (`get` looks a variable up), with a clear error when
+/// flexrun runs outside a Flex job.
+pub fn rank_plan(get: impl Fn(&str) -> Option<String>) -> Result<RankPlan, String> {
+    let need =
+        |k: &str| get(k).ok_or_else(|| format!("{k} is not set: flexrun runs inside a Flex job"));
+    let uuids: Vec<String> = need("FLEX_MIG_UUIDS")?
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    if uuids.is_empty() {
+        return Err("FLEX_MIG_UUIDS is empty: the job holds no leaf".into());
+    }
+    let per: usize = need("FLEX_CPUS_PER_LEAF")?
+        .parse()
+        .map_err(|_| "FLEX_CPUS_PER_LEAF is not a number".to_string())?;
+    let by_leaf: Vec<u32> = match get("FLEX_CPUS_BY_LEAF") {
+        Some(s) if !s.is_empty() => s
+            .split(',')
+            .map(|c| {
+                c.parse()
+                    .map_err(|_| format!("FLEX_CPUS_BY_LEAF has a bad core {c:?}"))
+            })
+            .collect::<Result<_, _>>()?,
+        _ => parse_cpu_list(&get("FLEX_CPUS").unwrap_or_default())?,
+    };
+    let cores = (0..uuids.len())
+        .map(|r| by_leaf.iter().skip(r * per).take(per).copied().collect())
+        .collect();
+    let master_port = need("FLEX_MASTER_PORT")?
+        .parse()
+        .map_err(|_| "FLEX_MASTER_PORT is not a port".to_string())?;
+    let nccl = match get("FLEX_NCCL_MODE").as_deref() {
+        Some("patched") => NcclMode::Patched {
+            lib_dir: need("FLEX_NCCL_LIB_DIR")?.into(),
+        },
+        Some("none") => NcclMode::None,
+        _ => NcclMode::Upstream,
+    };
+    Ok(RankPlan {
+        uuids,
+        cores,
+        master_port,
+        nccl,
+    })
+}
+
+/// The variables of rank `rank` (on top of the job's environment). Every rank sees its own
+/// leaf as CUDA device 0: scripts must not call `set_device(LOCAL_RANK)`.
+pub fn rank_env(
+    plan: &RankPlan,
+    rank: usize,
+    ld_library_path: Option<&str>,
+) -> Vec<(String, String)> {
+    let uuid = &plan.uuids[rank];
+    let world = plan.uuids.len().to_string();
+    let mut v = vec![
+        ("CUDA_VISIBLE_DEVICES".to_string(), uuid.clone()),
+        ("RANK".into(), rank.to_string()),
+        ("LOCAL_RANK".into(), rank.to_string()),
+        ("WORLD_SIZE".into(), world.clone()),
+        ("LOCAL_WORLD_SIZE".into(), world),
+        ("MASTER_ADDR".into(), "127.0.0.1".into()),
+        ("MASTER_PORT".into(), plan.master_port.to_string()),
+        ("FLEX_RANK_CPUS".into(), format_cpu_list(&plan.cores[rank])),
+    ];
+    if plan.nccl != NcclMode::None {
+        v.push(("NCCL_MIG_ID".into(), uuid.clone()));
+        v.push(("NCCL_MULTI_RANK_GPU_ENABLE".into(), "1".into()));
+        v.push(("NCCL_P2P_DISABLE".into(), "1".into()));
+    }
+    if let NcclMode::Patched { lib_dir } = &plan.nccl {
+        let dir = lib_dir.display().to_string();
+        let path = match ld_library_path {
+            Some(p) if !p.is_empty() => format!("{dir}:{p}"),
+            _ => dir,
+        };
+        v.push(("LD_LIBRARY_PATH".into(), path));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn units() -> Vec<EnvUnit> {
+        (0..4)
+            .map(|i| EnvUnit {
+                uuid: format!("MIG-{i}"),
+                gpu: i / 2,
+                share: 1000,
+                memory_bytes: 5 << 30,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn job_and_rank_environments_agree() {
+        let u = units();
+        let nccl = NcclMode::Patched {
+            lib_dir: "/opt/nccl-mig/lib".into(),
+        };
+        let env: HashMap<String, String> = job_env(&JobEnvInput {
+            job_id: 42,
+            name: "ddp",
+            submit_dir: "/home/a",
+            host: "gpu1",
+            units: &u,
+            cores: &[0, 1, 2, 3, 16, 17, 18, 19],
+            cores_per_unit: 2,
+            master_port: 29512,
+            nccl: &nccl,
+            slurm_aliases: true,
+        })
+        .into_iter()
+        .collect();
+        assert_eq!(env["FLEX_LEAVES"], "4");
+        assert_eq!(env["FLEX_GPUS"], "0,1");
+        assert_eq!(env["FLEX_CPUS"], "0-3,16-19");
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "MIG-0,MIG-1,MIG-2,MIG-3");
+        assert_eq!(env["SLURM_JOB_ID"], "42");
+        assert!(!env.contains_key("FLEX_GPU_FRACTION"));
+        let plan = rank_plan(|k| env.get(k).cloned()).unwrap();
+        assert_eq!(plan.cores[2], vec![16, 17]);
+        let r: HashMap<String, String> = rank_env(&plan, 2, Some("/usr/lib")).into_iter().collect();
+        assert_eq!(r["CUDA_VISIBLE_DEVICES"], "MIG-2");
+        assert_eq!(r["NCCL_MIG_ID"], "MIG-2");
+        assert_eq!(r["RANK"], "2");
+        assert_eq!(r["WORLD_SIZE"], "4");
+        assert_eq!(r["MASTER_PORT"], "29512");
+        assert_eq!(r["LD_LIBRARY_PATH"], "/opt/nccl-mig/lib:/usr/lib");
+        assert_eq!(r["FLEX_RANK_CPUS"], "16-17");
+    }
+
+    #[test]
+    fn shares_get_mps_limits_and_none_mode_sets_no_nccl() {
+        let u = vec![EnvUnit {
+            uuid: "GPU-x".into(),
+            gpu: 0,
+            share: 250,
+            memory_bytes: 8 << 30,
+        }];
+        let env: HashMap<String, String> = job_env(&JobEnvInput {
+            job_id: 1,
+            name: "f",
+            submit_dir: "/",
+            host: "h",
+            units: &u,
+            cores: &[3],
+            cores_per_unit: 1,
+            master_port: 1,
+            nccl: &NcclMode::None,
+            slurm_aliases: false,
+        })
+        .into_iter()
+        .collect();
+        assert_eq!(env["FLEX_GPU_FRACTION"], "0.250");
+        assert_eq!(env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "25");
+        assert_eq!(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=2048M");
+        assert!(!env.contains_key("SLURM_JOB_ID"));
+        let plan = rank_plan(|k| env.get(k).cloned()).unwrap();
+        let r = rank_env(&plan, 0, None);
+        assert!(r.iter().all(|(k, _)| !k.starts_with("NCCL")));
+        assert!(rank_plan(|_| None)
+            .unwrap_err()
+            .contains("inside a Flex job"));
+    }
+}
