@@ -1,1 +1,1 @@
-//! placeholder
+//! Harness for the end-to-end tests: start the real flexd on a temporary socket.
