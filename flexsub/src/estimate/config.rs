@@ -40,7 +40,6 @@ impl Family {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Arch {
     pub model_type: String,
-    pub family: Family,
     /// Parameters as the family layout implies (exact for the reference models).
     pub parameters: u64,
     pub hidden: u64,
@@ -165,11 +164,10 @@ fn bert(f: &Fields) -> Result<Arch, EstimateError> {
     let types = f.opt("type_vocab_size")?.unwrap_or(2);
     let layer_norm = 2 * h;
     let embeddings = (v + positions + types) * h + layer_norm;
-    let layer = 4 * linear(h, h, true) + layer_norm + linear(h, i, true) + linear(i, h, true)
-        + layer_norm;
+    let layer =
+        4 * linear(h, h, true) + layer_norm + linear(h, i, true) + linear(i, h, true) + layer_norm;
     let pooler = linear(h, h, true);
     Ok(Arch {
-        family: Family::Bert,
         parameters: embeddings + l * layer + pooler,
         hidden: h,
         layers: l,
@@ -200,7 +198,6 @@ fn gpt2(f: &Fields) -> Result<Arch, EstimateError> {
         + linear(inner, e, true);
     // The LM head shares the token embedding.
     Ok(Arch {
-        family: Family::Gpt2,
         parameters: (v + positions) * e + l * layer + layer_norm,
         hidden: e,
         layers: l,
@@ -229,9 +226,8 @@ fn llama(f: &Fields, model_type: &str) -> Result<Arch, EstimateError> {
     let qkv_bias = model_type == "qwen2" || f.flag("attention_bias", false);
     let o_bias = model_type != "qwen2" && f.flag("attention_bias", false);
     let mlp_bias = f.flag("mlp_bias", false);
-    let attention = linear(h, a * d, qkv_bias)
-        + 2 * linear(h, kv * d, qkv_bias)
-        + linear(a * d, h, o_bias);
+    let attention =
+        linear(h, a * d, qkv_bias) + 2 * linear(h, kv * d, qkv_bias) + linear(a * d, h, o_bias);
     let mlp = 2 * linear(h, i, mlp_bias) + linear(i, h, mlp_bias);
     // Two RMSNorms (weight only); Qwen3 adds per-head RMSNorms on queries and keys.
     let norms = 2 * h + if model_type == "qwen3" { 2 * d } else { 0 };
@@ -241,7 +237,6 @@ fn llama(f: &Fields, model_type: &str) -> Result<Arch, EstimateError> {
         v * h
     };
     Ok(Arch {
-        family: Family::Llama,
         parameters: v * h + l * (attention + mlp + norms) + h + head,
         hidden: h,
         layers: l,
@@ -283,7 +278,6 @@ fn t5(f: &Fields) -> Result<Arch, EstimateError> {
         v * d
     };
     Ok(Arch {
-        family: Family::T5,
         parameters: v * d + encoder + decoder + head,
         hidden: d,
         layers: encoder_layers + decoder_layers,
@@ -300,7 +294,6 @@ impl Arch {
     fn empty() -> Arch {
         Arch {
             model_type: String::new(),
-            family: Family::Bert,
             parameters: 0,
             hidden: 0,
             layers: 0,
@@ -320,7 +313,10 @@ mod tests {
 
     fn arch(config: &str) -> Arch {
         let json: Value = serde_json::from_str(config).unwrap();
-        parse(Path::new("config.json"), &json).unwrap().arch.unwrap()
+        parse(Path::new("config.json"), &json)
+            .unwrap()
+            .arch
+            .unwrap()
     }
 
     const BERT_BASE_UNCASED: &str = r#"{"model_type": "bert", "vocab_size": 30522,
@@ -413,7 +409,10 @@ mod tests {
     fn unknown_model_type_is_none_and_missing_field_is_named() {
         let json: Value = serde_json::from_str(r#"{"model_type": "foo"}"#).unwrap();
         let config = parse(Path::new("c.json"), &json).unwrap();
-        assert_eq!((config.model_type.as_deref(), config.arch), (Some("foo"), None));
+        assert_eq!(
+            (config.model_type.as_deref(), config.arch),
+            (Some("foo"), None)
+        );
         let json: Value = serde_json::from_str(r#"{"model_type": "gpt2", "n_embd": 8}"#).unwrap();
         let err = parse(Path::new("c.json"), &json).unwrap_err().to_string();
         assert!(err.contains("'vocab_size'"), "{err}");

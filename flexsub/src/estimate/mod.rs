@@ -4,17 +4,18 @@
 //! a `model.safetensors.index.json`) into a plain memory request, so that the daemon never
 //! reads user files. Parameters are counted exactly from safetensors headers when there are
 //! any, otherwise derived from `config.json`; the architecture in `config.json` sizes
-//! activations and the KV cache. See [`memory`] for the formulas.
+//! activations and the KV cache. The formulas are documented in `memory.rs`.
 
 mod config;
 mod memory;
+mod model;
 mod safetensors;
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use self::config::Arch;
+use self::model::inspect;
 
 /// Safety margin applied when the caller has no better value: ModelGrid's 10%.
 pub const DEFAULT_MARGIN: f64 = 0.10;
@@ -114,7 +115,7 @@ pub struct Breakdown {
     pub weights_bytes: u64,
     pub activations_bytes: u64,
     pub gradients_bytes: u64,
-    /// Adam's two fp32 moments, plus the fp32 master weights below 32-bit (see [`memory`]).
+    /// Adam's two fp32 moments, plus the fp32 master weights below 32-bit (see `memory.rs`).
     pub optimizer_bytes: u64,
     pub kv_cache_bytes: u64,
     pub margin_bytes: u64,
@@ -157,160 +158,24 @@ pub enum EstimateError {
     Margin(f64),
 }
 
-/// The files that make up a model, as found on disk.
-#[derive(Debug, PartialEq)]
-enum Weights {
-    Index(PathBuf),
-    /// One file, or every `.safetensors` in a directory that has no index.
-    Files(Vec<PathBuf>),
-    None,
-}
-
-fn locate(path: &Path) -> Result<(Weights, Option<PathBuf>), EstimateError> {
-    let meta = std::fs::metadata(path).map_err(|source| EstimateError::Unreadable {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let dir = if meta.is_dir() {
-        path
-    } else {
-        path.parent().unwrap_or(Path::new("."))
-    };
-    let config = Some(dir.join("config.json")).filter(|c| c.is_file());
-    if !meta.is_dir() {
-        let weights = if name.ends_with(".index.json") {
-            Weights::Index(path.to_path_buf())
-        } else if name.ends_with(".safetensors") {
-            Weights::Files(vec![path.to_path_buf()])
-        } else if name.ends_with(".json") {
-            // A config.json given directly: size it alone, whatever it is called.
-            return Ok((Weights::None, Some(path.to_path_buf())));
-        } else {
-            return Err(EstimateError::NotAModel {
-                path: path.to_path_buf(),
-            });
-        };
-        return Ok((weights, config));
-    }
-    let index = dir.join("model.safetensors.index.json");
-    if index.is_file() {
-        return Ok((Weights::Index(index), config));
-    }
-    let single = dir.join("model.safetensors");
-    if single.is_file() {
-        return Ok((Weights::Files(vec![single]), config));
-    }
-    let entries = std::fs::read_dir(dir).map_err(|source| EstimateError::Unreadable {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| Some(e.ok()?.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "safetensors") && p.is_file())
-        .collect();
-    files.sort();
-    let weights = if files.is_empty() {
-        Weights::None
-    } else {
-        Weights::Files(files)
-    };
-    Ok((weights, config))
-}
-
-/// Everything known about a model before the run's shape is applied.
-struct Model {
-    parameters: u64,
-    source: String,
-    file_dtype: Option<Dtype>,
-    arch: Option<Arch>,
-    notes: Vec<String>,
-}
-
-fn inspect(path: &Path) -> Result<Model, EstimateError> {
-    let (weights, config_path) = locate(path)?;
-    let config = config_path.as_deref().map(config::read).transpose()?;
-    let count = match &weights {
-        Weights::Index(index) => Some((safetensors::count_index(index)?, "shard")),
-        Weights::Files(files) => Some((safetensors::count_files(files)?, "file")),
-        Weights::None => None,
-    };
-    let mut notes = Vec::new();
-    let Some((count, unit)) = count else {
-        let (Some(config_path), Some(config)) = (config_path, config) else {
-            return Err(EstimateError::NotAModel {
-                path: path.to_path_buf(),
-            });
-        };
-        let arch = match (config.arch, config.model_type) {
-            (Some(arch), _) => arch,
-            (None, Some(model_type)) => {
-                return Err(EstimateError::UnknownArchitecture {
-                    path: config_path,
-                    model_type,
-                })
-            }
-            (None, None) => {
-                return Err(EstimateError::MissingField {
-                    path: config_path,
-                    field: "model_type".into(),
-                })
-            }
-        };
-        notes.push(format!(
-            "no safetensors: parameters derived from the {} layout in config.json",
-            arch.model_type
-        ));
-        return Ok(Model {
-            parameters: arch.parameters,
-            source: format!("config.json ({})", arch.model_type),
-            file_dtype: None,
-            arch: Some(arch),
-            notes,
-        });
-    };
-    if count.packed_quantised {
-        notes.push(
-            "packed quantised tensors (qweight) found: parameters are stored elements, \
-             not logical weights"
-                .into(),
-        );
-    }
-    let arch = match config {
-        None => {
-            notes.push(
-                "no config.json: activations and kv cache not estimated (counted as 0)".into(),
-            );
-            None
-        }
-        Some(config::Config { arch: None, model_type }) => {
-            notes.push(format!(
-                "model_type '{}' is not one flexsub can size: activations and kv cache not \
-                 estimated (counted as 0)",
-                model_type.as_deref().unwrap_or("(none)")
-            ));
-            None
-        }
-        Some(config::Config { arch, .. }) => arch,
-    };
-    let plural = if count.files == 1 { "" } else { "s" };
-    Ok(Model {
-        parameters: count.parameters,
-        source: format!("safetensors ({} {unit}{plural})", count.files),
-        file_dtype: count.dominant_dtype(),
-        arch,
-        notes,
-    })
-}
-
 /// Counts a model's parameters: exactly from safetensors headers when the model has any,
 /// otherwise from the architecture in `config.json`. Returns the count and its source.
+///
+/// # Errors
+///
+/// An unreadable path, a directory that holds no model, a corrupt safetensors header or
+/// index, or (without safetensors) a `config.json` flexsub cannot size.
 pub fn count_parameters(path: &Path) -> Result<(u64, String), EstimateError> {
     let model = inspect(path)?;
     Ok((model.parameters, model.source))
 }
 
 /// Estimates the GPU memory a run of the model needs.
+///
+/// # Errors
+///
+/// Those of [`count_parameters`], a malformed `config.json`, a batch size or sequence
+/// length of 0, and a margin outside `0..=MAX_MARGIN`.
 pub fn estimate(input: &EstimateInput) -> Result<Breakdown, EstimateError> {
     if input.batch_size == 0 {
         return Err(EstimateError::Zero { what: "batch size" });
@@ -328,15 +193,21 @@ pub fn estimate(input: &EstimateInput) -> Result<Breakdown, EstimateError> {
     let dtype = match (input.dtype, model.file_dtype, config_dtype) {
         (Some(d), _, _) => d,
         (None, Some(d), _) => {
-            model.notes.push(format!("dtype {d}: as stored in the safetensors"));
+            model
+                .notes
+                .push(format!("dtype {d}: as stored in the safetensors"));
             d
         }
         (None, None, Some(d)) => {
-            model.notes.push(format!("dtype {d}: torch_dtype in config.json"));
+            model
+                .notes
+                .push(format!("dtype {d}: torch_dtype in config.json"));
             d
         }
         (None, None, None) => {
-            model.notes.push("dtype fp32: none given or recorded".into());
+            model
+                .notes
+                .push("dtype fp32: none given or recorded".into());
             Dtype::F32
         }
     };
@@ -346,7 +217,12 @@ pub fn estimate(input: &EstimateInput) -> Result<Breakdown, EstimateError> {
         dtype,
         mode: input.mode,
     };
-    let parts = memory::parts(model.parameters, model.arch.as_ref(), &shape, &mut model.notes);
+    let parts = memory::parts(
+        model.parameters,
+        model.arch.as_ref(),
+        &shape,
+        &mut model.notes,
+    );
     let subtotal = parts.sum();
     let margin_bytes = (subtotal as f64 * input.margin).ceil() as u64;
     Ok(Breakdown {
@@ -370,7 +246,8 @@ fn gib(bytes: u64) -> String {
 
 fn human_count(n: u64) -> String {
     match n {
-        0..=999_999 => format!("{:.2}K", n as f64 / 1e3),
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{:.2}K", n as f64 / 1e3),
         1_000_000..=999_999_999 => format!("{:.2}M", n as f64 / 1e6),
         _ => format!("{:.2}B", n as f64 / 1e9),
     }
@@ -379,32 +256,30 @@ fn human_count(n: u64) -> String {
 impl Breakdown {
     /// A table for humans: one line per part in GiB, then the notes.
     pub fn render(&self) -> String {
-        let subtotal = self.total_bytes - self.margin_bytes;
+        let subtotal = self.total_bytes.saturating_sub(self.margin_bytes);
         let percent = if subtotal == 0 {
             0.0
         } else {
             100.0 * self.margin_bytes as f64 / subtotal as f64
         };
-        let mut out = format!(
-            "parameters    {} ({}), {}\n",
-            human_count(self.parameters),
-            self.parameters,
-            self.params_source
-        );
-        out += &format!("dtype         {}\n", self.dtype);
+        let (count, source) = (human_count(self.parameters), &self.params_source);
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = writeln!(out, "parameters  {count} ({}), {source}", self.parameters);
+        let _ = writeln!(out, "dtype       {}", self.dtype);
         for (label, bytes) in [
             ("weights", self.weights_bytes),
             ("activations", self.activations_bytes),
             ("gradients", self.gradients_bytes),
             ("optimizer", self.optimizer_bytes),
             ("kv cache", self.kv_cache_bytes),
+            (&format!("margin {percent:.0}%"), self.margin_bytes),
+            ("total", self.total_bytes),
         ] {
-            out += &format!("{label:<12}{}\n", gib(bytes));
+            let _ = writeln!(out, "{label:<12}{}", gib(bytes));
         }
-        out += &format!("{:<12}{}\n", format!("margin {percent:.0}%"), gib(self.margin_bytes));
-        out += &format!("{:<12}{}\n", "total", gib(self.total_bytes));
         for note in &self.notes {
-            out += &format!("note: {note}\n");
+            let _ = writeln!(out, "note: {note}");
         }
         out
     }
@@ -429,14 +304,19 @@ mod tests {
         assert_eq!("float32".parse(), Ok(Dtype::F32));
         assert_eq!("F32".parse(), Ok(Dtype::F32));
         assert_eq!("torch.bfloat16".parse(), Ok(Dtype::Bf16));
-        assert!("fp64".parse::<Dtype>().unwrap_err().to_string().contains("'fp64'"));
+        assert!("fp64"
+            .parse::<Dtype>()
+            .unwrap_err()
+            .to_string()
+            .contains("'fp64'"));
     }
 
     #[test]
     fn human_counts() {
         assert_eq!(human_count(124_439_808), "124.44M");
         assert_eq!(human_count(6_738_415_616), "6.74B");
-        assert_eq!(human_count(17), "0.02K");
+        assert_eq!(human_count(17), "17");
+        assert_eq!(human_count(7888), "7.89K");
     }
 
     #[test]
@@ -455,7 +335,10 @@ mod tests {
             notes: vec!["something to know".into()],
         };
         let text = b.render();
-        assert!(text.contains("1.00M (1000000), safetensors (1 file)"), "{text}");
+        assert!(
+            text.contains("1.00M (1000000), safetensors (1 file)"),
+            "{text}"
+        );
         assert!(text.contains("weights          1.00 GiB"), "{text}");
         assert!(text.contains("margin 12%       0.25 GiB"), "{text}");
         assert!(text.contains("total            2.25 GiB"), "{text}");

@@ -190,7 +190,10 @@ pub(crate) fn count_index(index: &Path) -> Result<TensorCount, EstimateError> {
         if let Some(missing) = tensors.iter().find(|t| metadata.info(t).is_none()) {
             return Err(corrupt(
                 &path,
-                format!("tensor '{missing}' listed in {} is not in this shard", index.display()),
+                format!(
+                    "tensor '{missing}' listed in {} is not in this shard",
+                    index.display()
+                ),
             ));
         }
         total.add(count_metadata(&metadata));
