@@ -108,8 +108,11 @@ fn gpu(nvml: &Nvml, d: &Device, i: u32, cores: &[Core]) -> Result<RawGpu, ProbeE
         .map(|mask| {
             let mut v = Vec::new();
             for (w, bits) in mask.iter().enumerate() {
+                // c_ulong is 32 bits on some targets.
+                #[allow(clippy::unnecessary_cast)]
+                let bits = *bits as u64;
                 for b in 0..64 {
-                    if (*bits as u64) >> b & 1 == 1 {
+                    if bits >> b & 1 == 1 {
                         v.push((w * 64 + b) as u32);
                     }
                 }

@@ -217,9 +217,9 @@ fn group(n: usize, same: impl Fn(usize, usize) -> bool) -> Vec<u32> {
         id[a] = next;
         let mut stack = vec![a];
         while let Some(x) = stack.pop() {
-            for b in 0..n {
-                if id[b] == u32::MAX && same(x, b) {
-                    id[b] = next;
+            for (b, slot) in id.iter_mut().enumerate() {
+                if *slot == u32::MAX && same(x, b) {
+                    *slot = next;
                     stack.push(b);
                 }
             }

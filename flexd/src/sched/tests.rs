@@ -426,14 +426,10 @@ fn priority_orders_the_queue() {
 
 // Property tests over random hosts, running jobs and queues.
 
-fn arb_world() -> impl Strategy<
-    Value = (
-        Vec<&'static str>,
-        Vec<(u32, u64)>,
-        Vec<(u32, u64, i64)>,
-        usize,
-    ),
-> {
+/// Hosts, running jobs (leaves, end), queued jobs (leaves, limit, priority), backfill window.
+type World = (Vec<&'static str>, Vec<(u32, u64)>, Vec<(u32, u64, i64)>, usize);
+
+fn arb_world() -> impl Strategy<Value = World> {
     let hosts = prop::collection::vec(
         prop::sample::select(vec!["a100-40gb-x2", "h100-80gb-x8", "p4-x4"]),
         1..3,
