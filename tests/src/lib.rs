@@ -1,1 +1,500 @@
-//! Harness for the end-to-end tests: start the real flexd on a temporary socket.
+//! Harness for the end-to-end tests: start the real flexd on a temporary socket and state
+//! directory, talk to it with a tiny protocol client, and run the real command binaries
+//! against it.
+//!
+//! ```no_run
+//! use flex_tests::{Daemon, script_job};
+//! let d = Daemon::start("a100-40gb-x2.toml");
+//! let job = d.client().submit(script_job("#!/bin/sh\ntrue\n", &d.scratch("w"))).unwrap();
+//! let view = d.wait_finished(job);
+//! assert_eq!(view.exit_code, Some(0));
+//! let out = d.cmd("flexq").output().unwrap();
+//! ```
+//!
+//! Binaries are found next to the test executable (`target/<profile>/`). `cargo test
+//! --workspace` builds every workspace binary first; a narrower `cargo test -p flex-tests`
+//! does not, so build them with `cargo build --workspace --bins` before it.
+//!
+//! Every daemon gets `--force-topology`, so the tests see the simulated topology even on a
+//! host with GPUs, and a short `kill_grace` so time-limit and cancel tests end quickly.
+
+use flexsub::proto::{
+    self, ErrorKind, Hello, JobSpec, JobState, JobView, QueueFilter, Request, Response,
+    PROTOCOL_VERSION,
+};
+use gres_plugin::{JobId, Request as ResourceRequest};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long helpers wait for anything (a socket, a job state) before failing the test. Generous:
+/// the tests share a slow machine; nothing here asserts on speed.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// The directory that holds the workspace binaries of the profile the tests were built with.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable has a path");
+    // target/<profile>/deps/<test>-<hash> → target/<profile>
+    let dir = exe
+        .parent()
+        .and_then(|d| {
+            if d.ends_with("deps") {
+                d.parent()
+            } else {
+                Some(d)
+            }
+        })
+        .expect("the test executable lies in a target directory");
+    dir.to_path_buf()
+}
+
+/// The path of a workspace binary, with a clear panic when it has not been built.
+pub fn bin(name: &str) -> PathBuf {
+    let p = bin_dir().join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo test --workspace` or `cargo build --workspace --bins` first",
+        p.display()
+    );
+    p
+}
+
+/// A running flexd on its own temporary socket and state directory, killed on drop.
+pub struct Daemon {
+    dir: tempfile::TempDir,
+    topology: String,
+    child: Option<Child>,
+    starts: u32,
+}
+
+impl Daemon {
+    /// Start flexd with a topology (a shipped name such as `a100-40gb-x2.toml`, or a path) and
+    /// wait until it answers on its socket.
+    pub fn start(topology: &str) -> Daemon {
+        Self::start_with(topology, "")
+    }
+
+    /// Like [`Daemon::start`], with extra lines for the daemon's config file (`policy =
+    /// "fifo"`, `[limits]` tables, ...). They are appended to the harness's own settings.
+    pub fn start_with(topology: &str, config: &str) -> Daemon {
+        let dir = tempfile::Builder::new()
+            .prefix("flexd-e2e-")
+            .tempdir()
+            .expect("temporary directory");
+        // Jobs of other users must reach their scratch directories below this one.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod the temporary directory");
+        let text = format!("kill_grace = \"2s\"\n{config}\n");
+        std::fs::write(dir.path().join("flexd.toml"), text).expect("write flexd.toml");
+        let mut d = Daemon {
+            dir,
+            topology: topology.to_string(),
+            child: None,
+            starts: 0,
+        };
+        d.spawn();
+        d
+    }
+
+    fn spawn(&mut self) {
+        assert!(self.child.is_none(), "flexd is already running");
+        self.starts += 1;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .expect("open the daemon log");
+        let child = Command::new(bin("flexd"))
+            .arg("--config")
+            .arg(self.config_path())
+            .arg("--socket")
+            .arg(self.socket())
+            .arg("--state-dir")
+            .arg(self.state_dir())
+            .arg("--topology")
+            .arg(&self.topology)
+            .arg("--force-topology")
+            .arg("-vv")
+            .current_dir(self.dir.path())
+            .env_remove("FLEX_SOCKET")
+            .env_remove("FLEX_CONFIG")
+            .env("FLEX_LOG", "flexd=debug")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("dup the log"))
+            .stderr(log)
+            .spawn()
+            .expect("start flexd");
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    /// Wait until the socket exists with mode 0666 and flexd answers a ping.
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "flexd exited with {status} before it was ready; its log:\n{}",
+                    self.log()
+                );
+            }
+            if let Ok(meta) = std::fs::metadata(self.socket()) {
+                if meta.file_type().is_socket() {
+                    if let Ok(mut c) = Client::connect(self.socket()) {
+                        if matches!(c.request(&Request::Ping), Ok(Response::Pong)) {
+                            let mode = meta.permissions().mode() & 0o777;
+                            assert_eq!(mode, 0o666, "socket mode is {mode:o}, not 666");
+                            return;
+                        }
+                    }
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "flexd did not answer on {} within {WAIT:?}; its log:\n{}",
+                self.socket().display(),
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The daemon's socket.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("flexd.sock")
+    }
+
+    /// The daemon's state directory (database, run and status files).
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// The config file the daemon was started with (also exported as FLEX_CONFIG by `cmd`).
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("flexd.toml")
+    }
+
+    /// The daemon's combined stdout and stderr so far, across restarts.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("flexd.log")
+    }
+
+    /// A fresh directory under the daemon's temporary directory, writable by every user (for
+    /// job working directories and output files). Reuses it when it exists.
+    pub fn scratch(&self, name: &str) -> PathBuf {
+        let p = self.dir.path().join("scratch").join(name);
+        std::fs::create_dir_all(&p).expect("create a scratch directory");
+        for d in [p.parent().expect("scratch parent"), p.as_path()] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o1777))
+                .expect("chmod a scratch directory");
+        }
+        p
+    }
+
+    /// The process id of the running flexd.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("flexd is running").id()
+    }
+
+    /// A command binary (`flexsub`, `flexq`, ...) with FLEX_SOCKET and FLEX_CONFIG pointing at
+    /// this daemon, run in the daemon's temporary directory.
+    pub fn cmd(&self, name: &str) -> Command {
+        let mut c = Command::new(bin(name));
+        c.env("FLEX_SOCKET", self.socket())
+            .env("FLEX_CONFIG", self.config_path())
+            .current_dir(self.dir.path());
+        c
+    }
+
+    /// A new protocol connection (handshake done).
+    pub fn client(&self) -> Client {
+        Client::connect(self.socket()).unwrap_or_else(|e| {
+            panic!(
+                "cannot connect to {}: {e}; flexd log:\n{}",
+                self.socket().display(),
+                self.log()
+            )
+        })
+    }
+
+    /// Kill flexd with SIGKILL (its jobs and their supervisors keep running) and reap it.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Stop flexd with SIGTERM and return its exit status.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("flexd is running");
+        signal(c.id(), libc::SIGTERM);
+        wait_child(&mut c, WAIT).unwrap_or_else(|| {
+            let _ = c.kill();
+            panic!(
+                "flexd did not exit within {WAIT:?} of SIGTERM; log:\n{}",
+                self.log()
+            )
+        })
+    }
+
+    /// Send a signal to the running flexd (SIGHUP to reload its config).
+    pub fn signal(&self, sig: i32) {
+        signal(self.pid(), sig);
+    }
+
+    /// Start flexd again on the same socket, state directory and topology (after `kill9` or
+    /// `stop`); waits until it answers.
+    pub fn restart(&mut self) {
+        if self.child.is_some() {
+            self.stop();
+        }
+        self.spawn();
+    }
+
+    /// The job's view, including finished jobs; None when flexd does not know it.
+    pub fn job(&self, job: JobId) -> Option<JobView> {
+        self.client()
+            .queue(QueueFilter {
+                jobs: vec![job],
+                include_finished: true,
+                ..QueueFilter::default()
+            })
+            .expect("queue request")
+            .into_iter()
+            .find(|v| v.id == job)
+    }
+
+    /// Wait until the job is in one of `states`; panics with the daemon's log after [`WAIT`].
+    pub fn wait_state(&self, job: JobId, states: &[JobState]) -> JobView {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let view = self.job(job);
+            if let Some(v) = &view {
+                if states.contains(&v.state) {
+                    return v.clone();
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "job {job} did not reach {states:?} within {WAIT:?} (now {view:?}); log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Wait until the job has finished, whatever the outcome.
+    pub fn wait_finished(&self, job: JobId) -> JobView {
+        let done: Vec<JobState> = JobState::ALL
+            .into_iter()
+            .filter(|s| s.is_finished())
+            .collect();
+        self.wait_state(job, &done)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // Supervisors outlive flexd by design; end the ones this daemon started so a test run
+        // leaves no jobs behind.
+        if let Ok(entries) = std::fs::read_dir(self.state_dir().join("run")) {
+            for e in entries.flatten() {
+                if let Ok(text) = std::fs::read_to_string(e.path()) {
+                    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+                        if let Some(pid) = v.get("supervisor_pid").and_then(|p| p.as_u64()) {
+                            signal(pid as u32, libc::SIGTERM);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Send a signal to a process; errors (it is gone) are ignored.
+pub fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
+    }
+}
+
+/// Wait for a child with a timeout.
+pub fn wait_child(c: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(s) = c.try_wait().expect("wait for a child") {
+            return Some(s);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Wait until `check` returns Some, or panic with `what` after [`WAIT`].
+pub fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A one-leaf job running `script` in `workdir`, with the test's environment and a one-hour
+/// limit; adjust the fields for other cases.
+pub fn script_job(script: &str, workdir: &Path) -> JobSpec {
+    JobSpec {
+        name: "e2e".into(),
+        script: script.into(),
+        args: Vec::new(),
+        workdir: workdir.to_path_buf(),
+        submit_dir: workdir.to_path_buf(),
+        env: vec![
+            ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+            ("FLEX_E2E".into(), "1".into()),
+        ],
+        stdout: None,
+        stderr: None,
+        request: ResourceRequest::leaves(1, 3600),
+        account: None,
+    }
+}
+
+/// What a failed request returned.
+#[derive(Debug)]
+pub enum ClientError {
+    Io(std::io::Error),
+    Frame(proto::FrameError),
+    /// flexd answered with an error.
+    Daemon {
+        kind: ErrorKind,
+        message: String,
+    },
+    /// flexd answered with a response of another kind.
+    Unexpected(Box<Response>),
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::Io(e) => write!(f, "{e}"),
+            ClientError::Frame(e) => write!(f, "{e}"),
+            ClientError::Daemon { kind, message } => write!(f, "{kind:?}: {message}"),
+            ClientError::Unexpected(r) => write!(f, "unexpected response {r:?}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+impl From<proto::FrameError> for ClientError {
+    fn from(e: proto::FrameError) -> Self {
+        ClientError::Frame(e)
+    }
+}
+
+/// A blocking protocol connection for tests.
+pub struct Client {
+    stream: UnixStream,
+}
+
+impl Client {
+    /// Connect and do the handshake with the current protocol version.
+    pub fn connect(socket: impl AsRef<Path>) -> Result<Client, ClientError> {
+        let mut c = Self::connect_raw(socket)?;
+        match c.hello(PROTOCOL_VERSION)? {
+            Response::Hello { .. } => Ok(c),
+            Response::Error(e) => Err(ClientError::Daemon {
+                kind: e.kind,
+                message: e.message,
+            }),
+            other => Err(ClientError::Unexpected(Box::new(other))),
+        }
+    }
+
+    /// Connect without a handshake (to send one by hand with [`Client::hello`]).
+    pub fn connect_raw(socket: impl AsRef<Path>) -> Result<Client, ClientError> {
+        let stream = UnixStream::connect(socket).map_err(ClientError::Io)?;
+        stream
+            .set_read_timeout(Some(WAIT))
+            .map_err(ClientError::Io)?;
+        Ok(Client { stream })
+    }
+
+    /// Send a Hello with any version; returns flexd's answer as it is.
+    pub fn hello(&mut self, version: u32) -> Result<Response, ClientError> {
+        proto::write_frame(
+            &mut self.stream,
+            &Hello {
+                version,
+                client: "flex-tests".into(),
+            },
+        )?;
+        Ok(proto::read_frame(
+            &mut self.stream,
+            proto::DEFAULT_MAX_FRAME,
+        )?)
+    }
+
+    /// One request, one response (errors come back as `Response::Error`).
+    pub fn request(&mut self, req: &Request) -> Result<Response, ClientError> {
+        proto::write_frame(&mut self.stream, req)?;
+        Ok(proto::read_frame(
+            &mut self.stream,
+            proto::DEFAULT_MAX_FRAME,
+        )?)
+    }
+
+    /// A request whose error answers become `ClientError::Daemon`.
+    pub fn call(&mut self, req: &Request) -> Result<Response, ClientError> {
+        match self.request(req)? {
+            Response::Error(e) => Err(ClientError::Daemon {
+                kind: e.kind,
+                message: e.message,
+            }),
+            r => Ok(r),
+        }
+    }
+
+    pub fn submit(&mut self, spec: JobSpec) -> Result<JobId, ClientError> {
+        match self.call(&Request::Submit(spec))? {
+            Response::Submitted { job } => Ok(job),
+            other => Err(ClientError::Unexpected(Box::new(other))),
+        }
+    }
+
+    pub fn queue(&mut self, filter: QueueFilter) -> Result<Vec<JobView>, ClientError> {
+        match self.call(&Request::Queue(filter))? {
+            Response::Queue(v) => Ok(v),
+            other => Err(ClientError::Unexpected(Box::new(other))),
+        }
+    }
+
+    pub fn cancel(
+        &mut self,
+        jobs: Vec<JobId>,
+        signal: Option<i32>,
+    ) -> Result<Response, ClientError> {
+        self.call(&Request::Cancel { jobs, signal })
+    }
+}
