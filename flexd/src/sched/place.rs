@@ -172,6 +172,24 @@ impl HostState {
         }
     }
 
+    /// Best fit between two subtrees: less free share at the subtree, then at each ancestor
+    /// upward, then the lower node id (the order of [`HostState::fit_key`], without allocating).
+    fn cmp_fit(&self, a: NodeId, b: NodeId) -> std::cmp::Ordering {
+        let free = |n: NodeId| self.cap.free[n.0 as usize];
+        let (mut x, mut y) = (self.stat.tree.ancestors(a), self.stat.tree.ancestors(b));
+        loop {
+            match (x.next(), y.next()) {
+                (Some(p), Some(q)) => match free(p).cmp(&free(q)) {
+                    std::cmp::Ordering::Equal => continue,
+                    o => return o,
+                },
+                (None, Some(_)) => return std::cmp::Ordering::Less,
+                (Some(_), None) => return std::cmp::Ordering::Greater,
+                (None, None) => return a.cmp(&b),
+            }
+        }
+    }
+
     /// Free share of the subtree at `n`, and of each of its ancestors (best-fit keys).
     fn fit_key(&self, n: NodeId) -> Vec<u32> {
         self.stat
@@ -267,74 +285,86 @@ fn place_leaves(h: &HostState, req: &Request) -> Option<Vec<Unit>> {
         .unwrap_or(0)
         .max(req.gpus.map_or(0, slices))
         .max(1);
-    let eligible = |l: LeafId| {
-        let leaf = m.leaf(l);
-        leaf.is_mig()
-            && h.free(l) == WHOLE
-            && req.leaf_type.as_deref().is_none_or(|t| leaf.profile == t)
-    };
     let mem_of = |l: LeafId| m.leaf(l).memory_bytes;
     let need_mem = req.mem_bytes.unwrap_or(0);
 
-    // How many leaves the smallest set on the whole host takes, and the preferred leaf memory.
-    let mut all: Vec<u64> = (0..m.leaves.len() as u32)
-        .map(LeafId)
-        .filter(|&l| eligible(l))
-        .map(mem_of)
-        .collect();
-    if (all.len() as u32) < k {
+    // Free eligible leaves of each GPU position, in one buffer: gpu g owns flat[at[g]..at[g+1]].
+    let mut flat: Vec<LeafId> = Vec::with_capacity(m.leaves.len());
+    let mut at: Vec<usize> = Vec::with_capacity(h.stat.gpu_leaves.len() + 1);
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for ls in &h.stat.gpu_leaves {
+        at.push(flat.len());
+        for &l in ls {
+            let leaf = m.leaf(l);
+            if leaf.is_mig()
+                && h.free(l) == WHOLE
+                && req.leaf_type.as_deref().is_none_or(|t| leaf.profile == t)
+            {
+                flat.push(l);
+                lo = lo.min(leaf.memory_bytes);
+                hi = hi.max(leaf.memory_bytes);
+            }
+        }
+    }
+    at.push(flat.len());
+    if (flat.len() as u32) < k {
         return None;
     }
-    all.sort_unstable_by(|a, b| b.cmp(a));
-    let n_host = smallest_set(&all, k, need_mem)?;
-    let pref_mem = if n_host == 1 { all[0] } else { *all.last()? };
+    // How many leaves the smallest set on the whole host takes, and the preferred leaf memory:
+    // the most for a 1-leaf job, the least for a larger one.
+    let n_host = if need_mem == 0 {
+        k
+    } else {
+        let mut all: Vec<u64> = flat.iter().map(|&l| mem_of(l)).collect();
+        all.sort_unstable_by(|a, b| b.cmp(a));
+        smallest_set(&all, k, need_mem)?
+    };
+    let pref_mem = if n_host == 1 { hi } else { lo };
+    for g in 0..at.len() - 1 {
+        flat[at[g]..at[g + 1]].sort_by_key(|&l| (mem_of(l) != pref_mem, l));
+    }
+    let slice = |g: u32| &flat[at[g as usize]..at[g as usize + 1]];
 
-    // Free eligible leaves of each GPU, preferred type first.
-    let per_gpu: Vec<Vec<LeafId>> = h
-        .stat
-        .gpu_leaves
-        .iter()
-        .map(|ls| {
-            let mut v: Vec<LeafId> = ls.iter().copied().filter(|&l| eligible(l)).collect();
-            v.sort_by_key(|&l| (mem_of(l) != pref_mem, l));
-            v
-        })
-        .collect();
-
-    let mut best: Option<(Vec<u64>, Vec<LeafId>)> = None;
+    // (n, spread, non-preferred, cost), the subtree, the leaves.
+    let mut best: Option<((u32, usize, usize, u32), NodeId, Vec<LeafId>)> = None;
     for &r in &h.stat.roots {
         let node = h.stat.tree.node(r);
         let gpus = &node.gpus;
-        let free_here: usize = gpus.iter().map(|&g| per_gpu[g as usize].len()).sum();
+        let free_here: usize = gpus.iter().map(|&g| slice(g).len()).sum();
         if (free_here as u32) < k {
             continue;
         }
-        let mut mems: Vec<u64> = gpus
-            .iter()
-            .flat_map(|&g| per_gpu[g as usize].iter().map(|&l| mem_of(l)))
-            .collect();
-        mems.sort_unstable_by(|a, b| b.cmp(a));
-        let Some(n) = smallest_set(&mems, k, need_mem) else {
-            continue;
+        let n = if need_mem == 0 {
+            k
+        } else {
+            let mut mems: Vec<u64> = gpus
+                .iter()
+                .flat_map(|&g| slice(g).iter().map(|&l| mem_of(l)))
+                .collect();
+            mems.sort_unstable_by(|a, b| b.cmp(a));
+            match smallest_set(&mems, k, need_mem) {
+                Some(n) => n,
+                None => continue,
+            }
         };
-        let mut chosen = round_robin(gpus, &per_gpu, n as usize)?;
-        if need_mem > 0 && !top_up_memory(&mut chosen, gpus, &per_gpu, need_mem, mem_of) {
-            continue;
+        let (mut chosen, mut spread) = round_robin(gpus, &slice, n as usize)?;
+        if need_mem > 0 {
+            if !top_up_memory(&mut chosen, gpus, &slice, need_mem, mem_of) {
+                continue;
+            }
+            spread = max_per_gpu(h, &chosen);
         }
-        let mut counts = vec![0u64; m.gpus.len()];
-        for &l in &chosen {
-            counts[h.stat.leaf_gpu[l.0 as usize] as usize] += 1;
-        }
-        let spread = counts.iter().copied().max().unwrap_or(0);
-        let nonpref = chosen.iter().filter(|&&l| mem_of(l) != pref_mem).count() as u64;
-        let mut key = vec![n as u64, spread, nonpref, node.access_cost as u64];
-        key.extend(h.fit_key(r).into_iter().map(u64::from));
-        key.push(r.0 as u64);
-        if best.as_ref().is_none_or(|(b, _)| key < *b) {
-            best = Some((key, chosen));
+        let nonpref = chosen.iter().filter(|&&l| mem_of(l) != pref_mem).count();
+        let head = (n, spread, nonpref, node.access_cost);
+        let better = match &best {
+            None => true,
+            Some((bh, br, _)) => head.cmp(bh).then_with(|| h.cmp_fit(r, *br)).is_lt(),
+        };
+        if better {
+            best = Some((head, r, chosen));
         }
     }
-    let (_, mut chosen) = best?;
+    let (_, _, mut chosen) = best?;
     chosen.sort_unstable();
     Some(
         chosen
@@ -342,6 +372,14 @@ fn place_leaves(h: &HostState, req: &Request) -> Option<Vec<Unit>> {
             .map(|leaf| Unit { leaf, share: WHOLE })
             .collect(),
     )
+}
+
+fn max_per_gpu(h: &HostState, chosen: &[LeafId]) -> usize {
+    let mut counts = vec![0usize; h.stat.gpu_leaves.len()];
+    for &l in chosen {
+        counts[h.stat.leaf_gpu[l.0 as usize] as usize] += 1;
+    }
+    counts.into_iter().max().unwrap_or(0)
 }
 
 /// Fewest leaves (at least `k`) whose memory, largest first, reaches `mem`.
@@ -357,39 +395,38 @@ fn smallest_set(mems_desc: &[u64], k: u32, mem: u64) -> Option<u32> {
 }
 
 /// Deal `n` leaves over `gpus`: each next leaf from the GPU with the fewest dealt so far (ties:
-/// the one with a preferred leaf next, then the most left, then the lowest position).
-fn round_robin(gpus: &[u32], per_gpu: &[Vec<LeafId>], n: usize) -> Option<Vec<LeafId>> {
+/// the one with the most left, then the lowest position). Returns the leaves and the most
+/// dealt to one GPU.
+fn round_robin<'a>(
+    gpus: &[u32],
+    slice: &impl Fn(u32) -> &'a [LeafId],
+    n: usize,
+) -> Option<(Vec<LeafId>, usize)> {
     let mut taken = vec![0usize; gpus.len()];
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
         let (i, _) = gpus
             .iter()
             .enumerate()
-            .filter(|(i, &g)| taken[*i] < per_gpu[g as usize].len())
-            .min_by_key(|(i, &g)| {
-                (
-                    taken[*i],
-                    std::cmp::Reverse(per_gpu[g as usize].len() - taken[*i]),
-                    g,
-                )
-            })?;
-        out.push(per_gpu[gpus[i] as usize][taken[i]]);
+            .filter(|(i, &g)| taken[*i] < slice(g).len())
+            .min_by_key(|(i, &g)| (taken[*i], std::cmp::Reverse(slice(g).len() - taken[*i]), g))?;
+        out.push(slice(gpus[i])[taken[i]]);
         taken[i] += 1;
     }
-    Some(out)
+    Some((out, taken.into_iter().max().unwrap_or(0)))
 }
 
 /// Swap small leaves for larger free ones in the subtree until the memory is met.
-fn top_up_memory(
+fn top_up_memory<'a>(
     chosen: &mut [LeafId],
     gpus: &[u32],
-    per_gpu: &[Vec<LeafId>],
+    slice: &impl Fn(u32) -> &'a [LeafId],
     need: u64,
     mem_of: impl Fn(LeafId) -> u64,
 ) -> bool {
     let mut spare: Vec<LeafId> = gpus
         .iter()
-        .flat_map(|&g| per_gpu[g as usize].iter().copied())
+        .flat_map(|&g| slice(g).iter().copied())
         .filter(|l| !chosen.contains(l))
         .collect();
     spare.sort_by_key(|&l| (std::cmp::Reverse(mem_of(l)), l));
