@@ -1,6 +1,20 @@
 //! The people-facing side of Flex: the commands (flexsub, flexq, flexcancel, flexrun), job-script
 //! parsing, model-memory estimation, and the protocol they speak with flexd ([`proto`]), which
 //! needs neither tokio nor rusqlite.
+//!
+//! Each command is a thin binary over a module here: [`submit`] (flexsub), [`queue`] (flexq),
+//! [`cancel`] (flexcancel) and [`run`] (flexrun); [`client`] finds flexd's socket and talks to
+//! it, and [`error`] maps every failure to one documented exit code.
 
+pub mod cancel;
+pub mod client;
+pub mod error;
 pub mod estimate;
+pub mod options;
 pub mod proto;
+pub mod queue;
+pub mod run;
+pub mod script;
+pub mod submit;
+pub mod table;
+pub mod units;

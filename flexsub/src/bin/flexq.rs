@@ -1,0 +1,12 @@
+//! flexq: show the queue (like squeue) or the host's leaf map.
+
+use clap::Parser;
+
+fn main() {
+    let args = flexsub::queue::Args::parse();
+    let code = match flexsub::queue::run(&args, &mut std::io::stdout().lock()) {
+        Ok(code) => code,
+        Err(e) => flexsub::error::report("flexq", &e),
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,232 @@
+//! The commands' side of a connection to flexd: where its socket is, the Hello handshake, and
+//! one blocking request/response call at a time.
+
+use crate::error::Error;
+use crate::proto::{self, ErrorKind, Hello, Request, Response, PROTOCOL_VERSION};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The configuration every host has when `FLEX_CONFIG` names none.
+pub const SYSTEM_CONFIG: &str = "/etc/flex/flexd.toml";
+
+/// The socket of the compiled-in default configuration.
+const DEFAULT_SOCKET: &str = "/tmp/flexd.sock";
+
+/// How long a call waits for flexd's answer before giving up on it.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The `socket` key at the top level of a flexd configuration, if it has one.
+fn socket_key(text: &str, origin: &Path) -> Result<Option<PathBuf>, Error> {
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e| Error::Config(format!("{}: invalid TOML: {e}", origin.display())))?;
+    match table.get("socket") {
+        None => Ok(None),
+        Some(toml::Value::String(s)) if !s.is_empty() => Ok(Some(PathBuf::from(s))),
+        Some(_) => Err(Error::Config(format!(
+            "{}: `socket` must be a non-empty path",
+            origin.display()
+        ))),
+    }
+}
+
+/// Where flexd listens: `FLEX_SOCKET`; else the `socket` key of the file `FLEX_CONFIG` names,
+/// or of /etc/flex/flexd.toml when that exists; else the compiled-in default. `get` reads the
+/// environment.
+pub fn socket_path(get: impl Fn(&str) -> Option<String>) -> Result<PathBuf, Error> {
+    if let Some(s) = get("FLEX_SOCKET").filter(|s| !s.is_empty()) {
+        return Ok(PathBuf::from(s));
+    }
+    let config = match get("FLEX_CONFIG").filter(|s| !s.is_empty()) {
+        Some(p) => Some(PathBuf::from(p)),
+        None => Some(PathBuf::from(SYSTEM_CONFIG)).filter(|p| p.exists()),
+    };
+    if let Some(path) = config {
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            Error::Config(format!(
+                "cannot read flexd's configuration {}: {e}",
+                path.display()
+            ))
+        })?;
+        if let Some(socket) = socket_key(&text, &path)? {
+            return Ok(socket);
+        }
+    }
+    Ok(PathBuf::from(DEFAULT_SOCKET))
+}
+
+/// An open, greeted connection to flexd.
+#[derive(Debug)]
+pub struct Client {
+    stream: UnixStream,
+    path: PathBuf,
+    /// flexd's name and version, from its Hello.
+    pub server: String,
+}
+
+impl Client {
+    /// Connect to the socket [`socket_path`] finds in this process's environment.
+    pub fn connect(client: &str) -> Result<Self, Error> {
+        let path = socket_path(|k| std::env::var(k).ok())?;
+        Self::connect_to(&path, client)
+    }
+
+    /// Connect to `path` and exchange Hellos.
+    pub fn connect_to(path: &Path, client: &str) -> Result<Self, Error> {
+        let stream = UnixStream::connect(path).map_err(|source| Error::Unreachable {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        stream
+            .set_read_timeout(Some(REPLY_TIMEOUT))
+            .map_err(|source| Error::Unreachable {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let mut c = Client {
+            stream,
+            path: path.to_path_buf(),
+            server: String::new(),
+        };
+        let hello = Hello {
+            version: PROTOCOL_VERSION,
+            client: client.to_string(),
+        };
+        match c.exchange(&hello)? {
+            Response::Hello { version, server } if version == PROTOCOL_VERSION => {
+                c.server = server;
+                Ok(c)
+            }
+            Response::Hello { version, server } => Err(Error::Daemon {
+                kind: ErrorKind::VersionMismatch,
+                message: format!(
+                    "protocol version mismatch: {client} speaks version {PROTOCOL_VERSION}, \
+                     {server} at {} speaks version {version}",
+                    path.display()
+                ),
+            }),
+            other => Err(into_error(other)),
+        }
+    }
+
+    fn exchange<T: serde::Serialize>(&mut self, msg: &T) -> Result<Response, Error> {
+        let lost = |source| Error::Connection {
+            path: self.path.clone(),
+            source,
+        };
+        proto::write_frame(&mut self.stream, msg).map_err(lost)?;
+        proto::read_frame(&mut self.stream, proto::DEFAULT_MAX_FRAME).map_err(lost)
+    }
+
+    /// Send one request; flexd's error replies come back as [`Error::Daemon`].
+    pub fn call(&mut self, req: &Request) -> Result<Response, Error> {
+        match self.exchange(req)? {
+            Response::Error(e) => Err(Error::Daemon {
+                kind: e.kind,
+                message: e.message,
+            }),
+            r => Ok(r),
+        }
+    }
+}
+
+/// A reply that is not what the request expects.
+pub fn into_error(r: Response) -> Error {
+    match r {
+        Response::Error(e) => Error::Daemon {
+            kind: e.kind,
+            message: e.message,
+        },
+        other => Error::Unexpected(format!("{other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn resolve(env: &[(&str, &str)]) -> Result<PathBuf, Error> {
+        let env: HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        socket_path(|k| env.get(k).cloned())
+    }
+
+    #[test]
+    fn socket_comes_from_env_then_config_then_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("flexd.toml");
+        std::fs::write(
+            &cfg,
+            "# comment\nsocket = \"/run/x.sock\"\n[limits]\nsocket = 3\n",
+        )
+        .unwrap();
+        let cfg_s = cfg.to_str().unwrap();
+        assert_eq!(
+            resolve(&[("FLEX_SOCKET", "/a.sock"), ("FLEX_CONFIG", cfg_s)]).unwrap(),
+            PathBuf::from("/a.sock")
+        );
+        assert_eq!(
+            resolve(&[("FLEX_CONFIG", cfg_s)]).unwrap(),
+            PathBuf::from("/run/x.sock")
+        );
+
+        std::fs::write(&cfg, "[other]\nx = 1\n").unwrap();
+        assert_eq!(
+            resolve(&[("FLEX_CONFIG", cfg_s)]).unwrap(),
+            PathBuf::from(DEFAULT_SOCKET)
+        );
+
+        std::fs::write(&cfg, "socket = [").unwrap();
+        let e = resolve(&[("FLEX_CONFIG", cfg_s)]).unwrap_err().to_string();
+        assert!(
+            e.contains("flexd.toml") && e.contains("invalid TOML"),
+            "{e}"
+        );
+
+        let missing = dir.path().join("none.toml");
+        let e = resolve(&[("FLEX_CONFIG", missing.to_str().unwrap())]).unwrap_err();
+        assert!(e.to_string().contains("none.toml"), "{e}");
+        assert_eq!(e.exit_code(), crate::error::exit::UNREACHABLE);
+    }
+
+    #[test]
+    fn a_missing_socket_is_unreachable_with_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("no.sock");
+        let e = Client::connect_to(&path, "flexq").unwrap_err();
+        assert!(e
+            .to_string()
+            .starts_with(&format!("cannot reach flexd at {}", path.display())));
+        assert_eq!(e.exit_code(), crate::error::exit::UNREACHABLE);
+    }
+
+    #[test]
+    fn an_older_server_is_a_version_mismatch() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let _: Hello = proto::read_frame(&mut s, 1 << 20).unwrap();
+            proto::write_frame(
+                &mut s,
+                &Response::Hello {
+                    version: PROTOCOL_VERSION + 1,
+                    server: "flexd 9".into(),
+                },
+            )
+            .unwrap();
+        });
+        let e = Client::connect_to(&path, "flexq").unwrap_err();
+        server.join().unwrap();
+        let msg = e.to_string();
+        assert!(msg.contains("version mismatch"), "{msg}");
+        assert!(msg.contains(&PROTOCOL_VERSION.to_string()), "{msg}");
+        assert!(msg.contains(&(PROTOCOL_VERSION + 1).to_string()), "{msg}");
+        assert_eq!(e.exit_code(), crate::error::exit::VERSION_MISMATCH);
+    }
+}

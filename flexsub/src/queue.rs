@@ -1,0 +1,136 @@
+//! flexq: the queue (like squeue) and the host's leaf map.
+
+use crate::client::{into_error, Client};
+use crate::error::Error;
+use crate::proto::{JobState, QueueFilter, Request, Response};
+use crate::table;
+use clap::Parser;
+use gres_plugin::JobId;
+use std::io::Write;
+
+/// Show queued and running jobs (like squeue), or the host's leaves.
+#[derive(Debug, Parser)]
+#[command(name = "flexq", version, disable_help_flag = true)]
+pub struct Args {
+    /// Only these users' jobs (comma-separated names).
+    #[arg(
+        short = 'u',
+        long = "user",
+        value_delimiter = ',',
+        value_name = "USERS"
+    )]
+    pub users: Vec<String>,
+    /// Only jobs in these states: names or squeue codes (PD,R,CD,F,CA,TO,NF), or "all".
+    #[arg(
+        short = 't',
+        long = "states",
+        value_delimiter = ',',
+        value_name = "STATES"
+    )]
+    pub states: Vec<String>,
+    /// Only these jobs (comma-separated ids).
+    #[arg(short = 'j', long = "jobs", value_delimiter = ',', value_name = "IDS")]
+    pub jobs: Vec<String>,
+    /// Print JSON (an array of jobs, or of hosts with --leaves).
+    #[arg(long)]
+    pub json: bool,
+    /// Leave out the header line.
+    #[arg(short = 'h', long = "noheader")]
+    pub noheader: bool,
+    /// Show every leaf of the host: its GPU, profile, free share and the job holding it.
+    #[arg(long)]
+    pub leaves: bool,
+    /// Print help.
+    #[arg(long, action = clap::ArgAction::Help)]
+    pub help: Option<bool>,
+}
+
+/// The daemon's filter from the options; finished jobs are shown when a finished state is asked.
+pub fn filter(a: &Args) -> Result<QueueFilter, Error> {
+    let mut f = QueueFilter {
+        users: a.users.iter().filter(|u| !u.is_empty()).cloned().collect(),
+        ..QueueFilter::default()
+    };
+    for s in &a.states {
+        if s.eq_ignore_ascii_case("all") {
+            f.states = JobState::ALL.to_vec();
+            continue;
+        }
+        let st = JobState::parse(s).ok_or_else(|| {
+            let names: Vec<&str> = JobState::ALL.iter().map(|s| s.name()).collect();
+            Error::Input(format!(
+                "invalid state {s:?}: expected one of {} (or their codes), or all",
+                names.join(", ")
+            ))
+        })?;
+        if !f.states.contains(&st) {
+            f.states.push(st);
+        }
+    }
+    f.include_finished = f.states.iter().any(|s| s.is_finished());
+    for j in &a.jobs {
+        let id = j
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| Error::Input(format!("invalid job id {j:?}: expected a number")))?;
+        f.jobs.push(JobId(id));
+    }
+    Ok(f)
+}
+
+/// Run flexq; returns the exit code.
+pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
+    let w = |e: std::io::Error| Error::Input(format!("cannot write the output: {e}"));
+    if a.leaves {
+        let hosts = match Client::connect("flexq")?.call(&Request::LeafMap)? {
+            Response::LeafMap(h) => h,
+            other => return Err(into_error(other)),
+        };
+        if a.json {
+            let text = serde_json::to_string_pretty(&hosts).expect("protocol types serialize");
+            writeln!(out, "{text}").map_err(w)?;
+        } else {
+            write!(out, "{}", table::leaf_map(&hosts, !a.noheader)).map_err(w)?;
+        }
+        return Ok(crate::error::exit::OK);
+    }
+    let f = filter(a)?;
+    let jobs = match Client::connect("flexq")?.call(&Request::Queue(f))? {
+        Response::Queue(j) => j,
+        other => return Err(into_error(other)),
+    };
+    if a.json {
+        let text = serde_json::to_string_pretty(&jobs).expect("protocol types serialize");
+        writeln!(out, "{text}").map_err(w)?;
+    } else {
+        write!(
+            out,
+            "{}",
+            table::queue(&jobs, crate::submit::now(), !a.noheader)
+        )
+        .map_err(w)?;
+    }
+    Ok(crate::error::exit::OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_from_options() {
+        let a = Args::try_parse_from(["flexq", "-u", "ann,bob", "-t", "pd,RUNNING", "-j", "3,4"])
+            .unwrap();
+        let f = filter(&a).unwrap();
+        assert_eq!(f.users, ["ann", "bob"]);
+        assert_eq!(f.states, [JobState::Pending, JobState::Running]);
+        assert_eq!(f.jobs, [JobId(3), JobId(4)]);
+        assert!(!f.include_finished);
+        let f = filter(&Args::try_parse_from(["flexq", "-t", "all", "-h"]).unwrap()).unwrap();
+        assert!(f.include_finished && f.states.len() == 7);
+        let e = filter(&Args::try_parse_from(["flexq", "-t", "done"]).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("\"done\""));
+        let e = filter(&Args::try_parse_from(["flexq", "-j", "x"]).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("\"x\""));
+    }
+}

@@ -1,0 +1,358 @@
+//! flexrun: inside a job, start one process (rank) per allocated leaf, like srun or torchrun.
+//!
+//! The plan comes from the job's environment ([`gres_plugin::env::rank_plan`]); each rank gets
+//! [`gres_plugin::env::rank_env`] on top of it and is bound to its own cores. Each rank leads its
+//! own process group, so a terminal's Ctrl-C reaches it once, through flexrun, and dies with
+//! flexrun (parent-death signal) if flexrun is killed. Signals flexrun receives (TERM, INT, HUP,
+//! USR1, USR2) go to every rank's group. flexrun exits with the status of the first rank to fail;
+//! the other ranks then get SIGTERM after a grace period and SIGKILL [`KILL_AFTER`] later.
+
+use crate::error::{exit, Error};
+use clap::Parser;
+use gres_plugin::env::{rank_env, rank_plan};
+use gres_plugin::topology::parse_cpu_list;
+use nix::sched::CpuSet;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
+use signal_hook::iterator::Signals;
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long ranks that ignore SIGTERM get before SIGKILL.
+pub const KILL_AFTER: Duration = Duration::from_secs(10);
+
+/// The signals flexrun passes on to its ranks.
+pub const FORWARDED: [i32; 5] = [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2];
+
+/// Start one rank per leaf of this job (like srun). Every rank sees its own leaf as CUDA
+/// device 0, so programs must not call torch.cuda.set_device(LOCAL_RANK).
+#[derive(Debug, Parser)]
+#[command(name = "flexrun", version)]
+pub struct Args {
+    /// Prefix each output line with "RANK: ".
+    #[arg(short = 'l', long)]
+    pub label: bool,
+    /// Start only the first N ranks (default: one per leaf).
+    #[arg(short = 'n', long = "ntasks", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub ntasks: Option<u32>,
+    /// Seconds the other ranks keep running after one fails, before they get SIGTERM.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+    pub grace: u64,
+    /// The program and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// The real cores a rank is bound to: its own cores when they all exist here; otherwise (a
+/// simulated topology names more cores than this machine has) model core `c` maps to online
+/// core `c mod n`. Empty means "do not bind".
+pub fn bind_cores(model: &[u32], online: &[u32]) -> Vec<u32> {
+    if online.is_empty() {
+        return Vec::new();
+    }
+    let mut v: Vec<u32> = if model.iter().all(|c| online.contains(c)) {
+        model.to_vec()
+    } else {
+        model
+            .iter()
+            .map(|&c| online[c as usize % online.len()])
+            .collect()
+    };
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The online cores of this machine.
+fn online_cores() -> Vec<u32> {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| parse_cpu_list(s.trim()).ok())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| {
+            let n = thread::available_parallelism().map_or(1, |n| n.get());
+            (0..n as u32).collect()
+        })
+}
+
+/// A finished process's status as a shell reports it: its code, or 128 + the signal.
+pub fn status_code(s: ExitStatus) -> i32 {
+    s.code()
+        .or_else(|| s.signal().map(|sig| 128 + sig))
+        .unwrap_or(exit::INTERNAL)
+}
+
+/// Copy `src` to `dst` line by line, each line prefixed; a last line without a newline gets one.
+fn pump(src: impl Read, prefix: String, dst: impl Fn() -> Box<dyn Write>) {
+    let mut r = BufReader::new(src);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match r.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                if line.last() != Some(&b'\n') {
+                    line.push(b'\n');
+                }
+                let mut buf = Vec::with_capacity(prefix.len() + line.len());
+                buf.extend_from_slice(prefix.as_bytes());
+                buf.extend_from_slice(&line);
+                // One write per line keeps the ranks' lines whole; a closed output is not
+                // a reason to stop reading (the rank would block on a full pipe).
+                let mut out = dst();
+                let _ = out.write_all(&buf).and_then(|_| out.flush());
+            }
+        }
+    }
+}
+
+/// Live ranks' process ids (None once reaped), shared with the signal forwarder.
+type Live = Arc<Mutex<Vec<Option<i32>>>>;
+
+fn signal_all(live: &Live, sig: i32) {
+    let Ok(sig) = Signal::try_from(sig) else {
+        return;
+    };
+    for pid in live.lock().expect("rank list lock").iter().flatten() {
+        // The rank may have just exited; nothing to do then.
+        let _ = killpg(Pid::from_raw(*pid), sig);
+    }
+}
+
+/// Start rank `r`'s process.
+fn spawn_rank(
+    a: &Args,
+    plan: &gres_plugin::env::RankPlan,
+    r: usize,
+    online: &[u32],
+    parent: Pid,
+) -> Result<std::process::Child, Error> {
+    let ld = std::env::var("LD_LIBRARY_PATH").ok();
+    let mut cmd = Command::new(&a.command[0]);
+    cmd.args(&a.command[1..])
+        .envs(rank_env(plan, r, ld.as_deref()))
+        .process_group(0);
+    let stdin_is_file = r == 0 && !std::io::stdin().is_terminal();
+    cmd.stdin(if stdin_is_file {
+        Stdio::inherit()
+    } else {
+        Stdio::null()
+    });
+    if a.label {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    }
+    let cores = bind_cores(&plan.cores[r], online);
+    let mut set = CpuSet::new();
+    let mut bind = !cores.is_empty();
+    for &c in &cores {
+        bind &= set.set(c as usize).is_ok();
+    }
+    // SAFETY: the closure runs between fork and exec and only makes system calls
+    // (prctl, getppid, sched_setaffinity) with data prepared before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+            if nix::unistd::getppid() != parent {
+                // flexrun died before the parent-death signal was armed.
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            if bind {
+                // Binding is best effort: a rank runs unbound rather than not at all.
+                let _ = nix::sched::sched_setaffinity(Pid::from_raw(0), &set);
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().map_err(|source| Error::Spawn {
+        rank: r,
+        program: a.command[0].to_string_lossy().into_owned(),
+        source,
+    })
+}
+
+/// Run the ranks to the end; returns flexrun's exit code.
+pub fn run(a: &Args) -> Result<i32, Error> {
+    let plan = rank_plan(|k| std::env::var(k).ok()).map_err(Error::Input)?;
+    let n = match a.ntasks {
+        Some(n) if n as usize > plan.uuids.len() => {
+            return Err(Error::Input(format!(
+                "-n {n}: the job holds only {} leaves",
+                plan.uuids.len()
+            )))
+        }
+        Some(n) => n as usize,
+        None => plan.uuids.len(),
+    };
+    // Registered before any rank starts, so no signal falls between the cracks.
+    let mut signals =
+        Signals::new(FORWARDED).map_err(|e| Error::Input(format!("cannot handle signals: {e}")))?;
+    let handle = signals.handle();
+    let live: Live = Arc::new(Mutex::new(vec![None; n]));
+    let forwarder = {
+        let live = live.clone();
+        thread::spawn(move || {
+            for sig in signals.forever() {
+                signal_all(&live, sig);
+            }
+        })
+    };
+    let online = online_cores();
+    let parent = nix::unistd::getpid();
+    let (tx, rx) = mpsc::channel::<(usize, ExitStatus)>();
+    let (pump_tx, pump_rx) = mpsc::channel::<()>();
+    let mut pumps = 0;
+    let mut started = 0;
+    let mut spawn_error = None;
+    for r in 0..n {
+        let mut child = match spawn_rank(a, &plan, r, &online, parent) {
+            Ok(c) => c,
+            Err(e) => {
+                spawn_error = Some(e);
+                break;
+            }
+        };
+        live.lock().expect("rank list lock")[r] = Some(child.id() as i32);
+        if let Some(out) = child.stdout.take() {
+            let done = pump_tx.clone();
+            pumps += 1;
+            thread::spawn(move || {
+                pump(out, format!("{r}: "), || Box::new(std::io::stdout().lock()));
+                let _ = done.send(());
+            });
+        }
+        if let Some(err) = child.stderr.take() {
+            let done = pump_tx.clone();
+            pumps += 1;
+            thread::spawn(move || {
+                pump(err, format!("{r}: "), || Box::new(std::io::stderr().lock()));
+                let _ = done.send(());
+            });
+        }
+        let tx = tx.clone();
+        thread::spawn(move || {
+            if let Ok(status) = child.wait() {
+                let _ = tx.send((r, status));
+            }
+        });
+        started += 1;
+    }
+    drop(tx);
+    let mut first_failure = None;
+    let mut term_at = None;
+    let mut kill_at = None;
+    if spawn_error.is_some() {
+        signal_all(&live, SIGTERM);
+        kill_at = Some(Instant::now() + KILL_AFTER);
+    }
+    let mut reaped = 0;
+    while reaped < started {
+        let deadline = kill_at.or(term_at);
+        let msg = match deadline {
+            Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
+            None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+        };
+        match msg {
+            Ok((r, status)) => {
+                reaped += 1;
+                live.lock().expect("rank list lock")[r] = None;
+                if !status.success() && first_failure.is_none() {
+                    let code = status_code(status);
+                    first_failure = Some(code);
+                    if reaped < started && spawn_error.is_none() {
+                        eprintln!(
+                            "flexrun: rank {r} failed ({}); the other ranks get SIGTERM in {} s",
+                            describe(status),
+                            a.grace
+                        );
+                        term_at = Some(Instant::now() + Duration::from_secs(a.grace));
+                    }
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let sig = if kill_at.is_none() {
+                    SIGTERM
+                } else {
+                    libc::SIGKILL
+                };
+                signal_all(&live, sig);
+                kill_at = Some(Instant::now() + KILL_AFTER);
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    handle.close();
+    let _ = forwarder.join();
+    // A rank's background children may hold its output open; do not wait on them for long.
+    drop(pump_tx);
+    let until = Instant::now() + Duration::from_secs(1);
+    for _ in 0..pumps {
+        if pump_rx
+            .recv_timeout(until.saturating_duration_since(Instant::now()))
+            .is_err()
+        {
+            break;
+        }
+    }
+    if let Some(e) = spawn_error {
+        return Err(e);
+    }
+    Ok(first_failure.unwrap_or(exit::OK))
+}
+
+fn describe(s: ExitStatus) -> String {
+    match (s.code(), s.signal()) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(sig)) => match Signal::try_from(sig) {
+            Ok(name) => format!("killed by {name}"),
+            Err(_) => format!("killed by signal {sig}"),
+        },
+        _ => "ended".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cores_that_exist_are_kept_and_others_wrap() {
+        let online: Vec<u32> = (0..4).collect();
+        assert_eq!(bind_cores(&[2, 3], &online), [2, 3]);
+        assert_eq!(bind_cores(&[16, 17], &online), [0, 1]);
+        assert_eq!(bind_cores(&[16, 20], &online), [0]);
+        assert_eq!(bind_cores(&[5], &[1, 3]), [3]);
+        assert!(bind_cores(&[], &online).is_empty());
+        assert!(bind_cores(&[1], &[]).is_empty());
+    }
+
+    #[test]
+    fn statuses_read_like_a_shell() {
+        assert_eq!(status_code(ExitStatus::from_raw(3 << 8)), 3);
+        assert_eq!(status_code(ExitStatus::from_raw(libc::SIGKILL)), 137);
+        assert_eq!(
+            describe(ExitStatus::from_raw(libc::SIGTERM)),
+            "killed by SIGTERM"
+        );
+    }
+
+    #[test]
+    fn arguments_after_the_command_are_its_own() {
+        let a = Args::try_parse_from(["flexrun", "--label", "sh", "-c", "env", "-n", "2"]).unwrap();
+        assert!(a.label);
+        assert_eq!(a.ntasks, None);
+        assert_eq!(a.command, ["sh", "-c", "env", "-n", "2"]);
+        assert!(Args::try_parse_from(["flexrun", "-n", "0", "true"]).is_err());
+    }
+}

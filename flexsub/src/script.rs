@@ -1,0 +1,279 @@
+//! Reading a batch script's `#FLEX` and `#SBATCH` directives, the way sbatch reads its own:
+//! from the top of the script (the `#!` line first) until the first line that is neither blank
+//! nor a comment. Each error names the file, the line number and the directive.
+
+use crate::options::{self, OptSpec, Settings};
+
+/// The prefixes that mark a directive line; both mean the same options.
+pub const PREFIXES: [&str; 2] = ["#FLEX", "#SBATCH"];
+
+/// Split a directive's text into words: whitespace separates, single and double quotes group,
+/// and an unquoted `#` at the start of a word begins a comment.
+fn words(text: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut cur: Option<String> = None;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {
+                if let Some(w) = cur.take() {
+                    out.push(w);
+                }
+            }
+            '#' if cur.is_none() => break,
+            '\'' | '"' => {
+                let w = cur.get_or_insert_with(String::new);
+                loop {
+                    match chars.next() {
+                        Some(q) if q == c => break,
+                        Some(x) => w.push(x),
+                        None => return Err(format!("unclosed {c} quote")),
+                    }
+                }
+            }
+            c => cur.get_or_insert_with(String::new).push(c),
+        }
+    }
+    out.extend(cur);
+    Ok(out)
+}
+
+/// One option as written in a directive, for error messages.
+struct Written<'a> {
+    spec: &'static OptSpec,
+    shown: String,
+    value: Option<&'a str>,
+}
+
+/// Pair each option word with its value (`--opt=value`, `--opt value`, `-o value`, `-ovalue`).
+fn options_of(words: &[String]) -> Result<Vec<Written<'_>>, String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let w = &words[i];
+        i += 1;
+        let (spec, inline) = if let Some(long) = w.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (long, None),
+            };
+            let spec = options::by_long(name)
+                .ok_or_else(|| format!("{w}: unknown option \"--{name}\""))?;
+            (spec, inline)
+        } else if let Some(short) = w.strip_prefix('-').filter(|s| !s.is_empty()) {
+            let c = short.chars().next().expect("non-empty");
+            let spec =
+                options::by_short(c).ok_or_else(|| format!("{w}: unknown option \"-{c}\""))?;
+            let rest = &short[c.len_utf8()..];
+            (spec, (!rest.is_empty()).then_some(rest))
+        } else {
+            return Err(format!(
+                "{w}: expected an option (-x or --name), found {w:?}"
+            ));
+        };
+        let written = match (spec.value, inline) {
+            (None, Some(_)) => {
+                return Err(format!("{w}: option \"--{}\" takes no value", spec.long))
+            }
+            (None, None) => Written {
+                spec,
+                shown: w.clone(),
+                value: None,
+            },
+            (Some(_), Some(v)) => Written {
+                spec,
+                shown: w.clone(),
+                value: Some(v),
+            },
+            (Some(name), None) => match words.get(i) {
+                Some(v) => {
+                    i += 1;
+                    Written {
+                        spec,
+                        shown: format!("{w} {v}"),
+                        value: Some(v),
+                    }
+                }
+                None => {
+                    return Err(format!(
+                        "{w}: option \"--{}\" needs a value ({name})",
+                        spec.long
+                    ))
+                }
+            },
+        };
+        out.push(written);
+    }
+    Ok(out)
+}
+
+/// The directive prefix a line starts with, and the rest of the line.
+fn directive(line: &str) -> Option<(&'static str, &str)> {
+    PREFIXES.iter().find_map(|p| {
+        let rest = line.strip_prefix(p)?;
+        (rest.is_empty() || rest.starts_with(char::is_whitespace)).then_some((*p, rest))
+    })
+}
+
+/// Apply the directives of `script` (shown as `file` in messages) to `settings`, in order.
+/// Returns warnings for options Flex accepts but ignores.
+pub fn apply_directives(
+    file: &str,
+    script: &str,
+    settings: &mut Settings,
+) -> Result<Vec<String>, String> {
+    let mut warnings = Vec::new();
+    for (idx, line) in script.lines().enumerate() {
+        let n = idx + 1;
+        let trimmed = line.trim();
+        if !(trimmed.is_empty() || trimmed.starts_with('#')) {
+            break;
+        }
+        let Some((prefix, rest)) = directive(line) else {
+            continue;
+        };
+        let at = |msg: String| format!("{file}:{n}: {prefix} {msg}");
+        let ws = words(rest).map_err(|e| at(format!("{}: {e}", rest.trim())))?;
+        for w in options_of(&ws).map_err(at)? {
+            match settings.apply(w.spec, w.value) {
+                Ok(Some(warning)) => warnings.push(at(format!("{}: {warning}", w.shown))),
+                Ok(None) => {}
+                Err(e) => return Err(at(format!("{}: {e}", w.shown))),
+            }
+        }
+    }
+    Ok(warnings)
+}
+
+/// The script `--wrap` runs.
+pub fn wrap(cmd: &str) -> String {
+    format!("#!/bin/sh\n{cmd}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimate::Mode;
+
+    fn read(script: &str) -> Result<(Settings, Vec<String>), String> {
+        let mut s = Settings::default();
+        let w = apply_directives("job.sh", script, &mut s)?;
+        Ok((s, w))
+    }
+
+    #[test]
+    fn sbatch_only_script() {
+        let (s, w) = read(
+            "#!/bin/bash\n\
+             #SBATCH -J train\n\
+             #SBATCH --time=1:00:00   # one hour\n\
+             #SBATCH --gres=gpu:1g.5gb:4\n\
+             #SBATCH -c 2\n\
+             #SBATCH --output=out-%j.log -e err-%j.log\n\
+             #SBATCH --mem 16G\n\
+             #SBATCH -A proj -p gpu\n\
+             # SBATCH --time=abc (a plain comment)\n\
+             \n\
+             echo hi\n\
+             #SBATCH --time=bogus (after the first command: not a directive)\n",
+        )
+        .unwrap();
+        assert_eq!(s.name.as_deref(), Some("train"));
+        assert_eq!(s.time_limit_s, Some(3600));
+        assert_eq!(s.leaves, Some(4));
+        assert_eq!(s.leaf_type.as_deref(), Some("1g.5gb"));
+        assert_eq!(s.cores_per_leaf, Some(2));
+        assert_eq!(s.stdout.as_deref(), Some("out-%j.log"));
+        assert_eq!(s.stderr.as_deref(), Some("err-%j.log"));
+        assert_eq!(s.mem_bytes, Some(16 << 30));
+        assert_eq!(s.account.as_deref(), Some("proj"));
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].starts_with("job.sh:8: #SBATCH -p gpu: --partition is ignored"),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn flex_directives_and_later_lines_win() {
+        let (s, _) = read(
+            "#!/bin/sh\n#FLEX --leaves 2 --leaf-type=1g.10gb\n#SBATCH --leaves=3\n\
+             #FLEX --gpus 0.5 --placement balance-load\n#FLEX --model '/m dir' --batch-size 4 --seq-len 512 --infer\n",
+        )
+        .unwrap();
+        assert_eq!(s.leaves, Some(3));
+        assert_eq!(s.leaf_type.as_deref(), Some("1g.10gb"));
+        assert_eq!(s.gpus, Some(0.5));
+        assert_eq!(s.model.as_deref(), Some(std::path::Path::new("/m dir")));
+        assert_eq!(s.mode, Some(Mode::Infer));
+    }
+
+    #[test]
+    fn errors_name_file_line_and_directive() {
+        let cases = [
+            (
+                "#!/bin/sh\n\n\n#SBATCH --time=abc\n",
+                "job.sh:4: #SBATCH --time=abc: invalid time \"abc\"",
+            ),
+            (
+                "#SBATCH --bogus=1\n",
+                "job.sh:1: #SBATCH --bogus=1: unknown option \"--bogus\"",
+            ),
+            (
+                "#!/bin/sh\n#FLEX -x 3\n",
+                "job.sh:2: #FLEX -x: unknown option \"-x\"",
+            ),
+            (
+                "#!/bin/sh\n#FLEX --leaves 0\n",
+                "job.sh:2: #FLEX --leaves 0: invalid leaves \"0\"",
+            ),
+            (
+                "#!/bin/sh\n#FLEX --gpus=NaN\n",
+                "job.sh:2: #FLEX --gpus=NaN: invalid GPU fraction \"NaN\"",
+            ),
+            (
+                "#!/bin/sh\n#FLEX --gpus=-1\n",
+                "job.sh:2: #FLEX --gpus=-1: invalid GPU fraction \"-1\"",
+            ),
+            (
+                "#!/bin/sh\n#SBATCH --mem=lots\n",
+                "job.sh:2: #SBATCH --mem=lots: invalid size \"lots\"",
+            ),
+            (
+                "#!/bin/sh\n#SBATCH --time\n",
+                "job.sh:2: #SBATCH --time: option \"--time\" needs a value",
+            ),
+            (
+                "#!/bin/sh\n#FLEX --train=yes\n",
+                "job.sh:2: #FLEX --train=yes: option \"--train\" takes no value",
+            ),
+            (
+                "#!/bin/sh\n#FLEX leaves 2\n",
+                "job.sh:2: #FLEX leaves: expected an option",
+            ),
+            (
+                "#!/bin/sh\n#FLEX -J 'open\n",
+                "job.sh:2: #FLEX -J 'open: unclosed ' quote",
+            ),
+            (
+                "#!/bin/sh\n#SBATCH -o slurm-%A.out\n",
+                "job.sh:2: #SBATCH -o slurm-%A.out: invalid output pattern",
+            ),
+        ];
+        for (script, want) in cases {
+            let e = read(script).unwrap_err();
+            assert!(e.starts_with(want), "{e}\n  wanted: {want}");
+        }
+    }
+
+    #[test]
+    fn prefixes_need_a_word_boundary() {
+        let (s, _) = read("#!/bin/sh\n#SBATCHX --time=abc\n#FLEXIBLE nothing\n#SBATCH\n").unwrap();
+        assert_eq!(s, Settings::default());
+    }
+
+    #[test]
+    fn wrap_makes_a_sh_script() {
+        assert_eq!(wrap("echo hi"), "#!/bin/sh\necho hi\n");
+    }
+}

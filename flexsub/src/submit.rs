@@ -1,0 +1,314 @@
+//! flexsub: read a batch script (or `--wrap`), merge its directives with the command line,
+//! size memory from a model when asked, and queue the job, test where it would start, or only
+//! print the estimate.
+
+use crate::client::Client;
+use crate::error::Error;
+use crate::estimate::{self, Breakdown};
+use crate::options::{Settings, OPTIONS};
+use crate::proto::{JobSpec, Request, Response, WouldStart};
+use crate::{script, table};
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// flexsub's command line: the job options of [`OPTIONS`] and flexsub's own.
+pub fn command() -> Command {
+    let mut cmd = Command::new("flexsub")
+        .about("Submit a batch script to flexd (like sbatch)")
+        .long_about(
+            "Submit a batch script to flexd, like sbatch. Options come from #FLEX and #SBATCH \
+             lines at the top of the script; the command line overrides them.",
+        )
+        .version(env!("CARGO_PKG_VERSION"))
+        .args_override_self(true);
+    for o in OPTIONS {
+        let mut a = Arg::new(o.long).long(o.long).help(o.help);
+        if let Some(c) = o.short {
+            a = a.short(c);
+        }
+        a = match o.value {
+            Some(v) => a
+                .value_name(v)
+                .action(ArgAction::Set)
+                .allow_hyphen_values(true),
+            None => a.action(ArgAction::SetTrue),
+        };
+        if o.help.starts_with("Accepted and ignored") {
+            a = a.hide(true);
+        }
+        cmd = cmd.arg(a);
+    }
+    cmd.arg(
+        Arg::new("wrap")
+            .long("wrap")
+            .value_name("CMD")
+            .help("Run CMD with /bin/sh instead of a script")
+            .conflicts_with("script"),
+    )
+    .arg(
+        Arg::new("parsable")
+            .long("parsable")
+            .action(ArgAction::SetTrue)
+            .help("Print only the job id"),
+    )
+    .arg(
+        Arg::new("test-only")
+            .long("test-only")
+            .action(ArgAction::SetTrue)
+            .help("Print where and when the job would start; queue nothing"),
+    )
+    .arg(
+        Arg::new("estimate-only")
+            .long("estimate-only")
+            .action(ArgAction::SetTrue)
+            .requires("model")
+            .conflicts_with("test-only")
+            .help(
+                "Print the --model memory estimate and what it needs on this host; queue nothing",
+            ),
+    )
+    .arg(
+        Arg::new("json")
+            .long("json")
+            .action(ArgAction::SetTrue)
+            .help("With --test-only: print JSON"),
+    )
+    .arg(
+        Arg::new("script")
+            .value_name("SCRIPT")
+            .help("The batch script (stdin when left out and not a terminal)")
+            .num_args(1..)
+            .trailing_var_arg(true)
+            .allow_hyphen_values(true)
+            .value_parser(clap::value_parser!(std::ffi::OsString)),
+    )
+    .group(clap::ArgGroup::new("mode").args(["train", "infer"]))
+}
+
+/// What to do with the job once it is built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    Submit { parsable: bool },
+    TestOnly { json: bool },
+    EstimateOnly,
+}
+
+/// A job built from the command line and its script.
+#[derive(Debug)]
+pub struct Built {
+    pub spec: JobSpec,
+    pub estimate: Option<Breakdown>,
+    pub warnings: Vec<String>,
+}
+
+/// The script text and the name it is known by in messages.
+fn load_script(m: &ArgMatches) -> Result<(String, String, Vec<String>), Error> {
+    if let Some(cmd) = m.get_one::<String>("wrap") {
+        return Ok((script::wrap(cmd), "wrap".into(), Vec::new()));
+    }
+    let mut words = m
+        .get_many::<std::ffi::OsString>("script")
+        .map(|v| v.cloned().collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter();
+    let args = |rest: std::vec::IntoIter<std::ffi::OsString>| -> Result<Vec<String>, Error> {
+        rest.map(|a| {
+            a.into_string()
+                .map_err(|a| Error::Input(format!("script argument {a:?} is not UTF-8")))
+        })
+        .collect()
+    };
+    let (text, name) = match words.next() {
+        Some(p) if p != "-" => {
+            let path = PathBuf::from(&p);
+            let bytes = std::fs::read(&path).map_err(|source| Error::Read {
+                path: path.clone(),
+                source,
+            })?;
+            let shown = path.display().to_string();
+            let text = String::from_utf8(bytes)
+                .map_err(|_| Error::Input(format!("{shown}: the script is not UTF-8 text")))?;
+            (text, shown)
+        }
+        other => {
+            if other.is_none() && std::io::stdin().is_terminal() {
+                return Err(Error::Usage(
+                    "give a batch script, --wrap CMD, or a script on standard input".into(),
+                ));
+            }
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|source| Error::Read {
+                    path: "standard input".into(),
+                    source,
+                })?;
+            (text, "stdin".to_string())
+        }
+    };
+    if text.trim().is_empty() {
+        return Err(Error::Input(format!("{name}: the script is empty")));
+    }
+    if text.contains('\0') {
+        return Err(Error::Input(format!(
+            "{name}: the script holds NUL bytes; is it a binary?"
+        )));
+    }
+    Ok((text, name, args(words)?))
+}
+
+/// Apply the command line's job options after the script's.
+fn apply_command_line(m: &ArgMatches, s: &mut Settings) -> Result<Vec<String>, Error> {
+    let mut warnings = Vec::new();
+    for o in OPTIONS {
+        let value = match o.value {
+            Some(_) => match m.get_one::<String>(o.long) {
+                Some(v) => Some(v.as_str()),
+                None => continue,
+            },
+            None if m.get_flag(o.long) => None,
+            None => continue,
+        };
+        let shown = match value {
+            Some(v) => format!("--{} {v}", o.long),
+            None => format!("--{}", o.long),
+        };
+        match s.apply(o, value) {
+            Ok(Some(w)) => warnings.push(format!("{shown}: {w}")),
+            Ok(None) => {}
+            Err(e) => return Err(Error::Input(format!("{shown}: {e}"))),
+        }
+    }
+    Ok(warnings)
+}
+
+/// Build the job: script, directives, command line, estimate, environment.
+pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<Built, Error> {
+    let (text, shown, args) = load_script(m)?;
+    let mut s = Settings::default();
+    let mut warnings = script::apply_directives(&shown, &text, &mut s).map_err(Error::Input)?;
+    warnings.extend(apply_command_line(m, &mut s)?);
+    let estimate = match s.estimate_input().map_err(Error::Input)? {
+        Some(input) => Some(estimate::estimate(&input)?),
+        None => None,
+    };
+    let request = s
+        .request(estimate.as_ref().map(|b| b.total_bytes))
+        .map_err(|e| Error::Input(format!("{shown}: {e}")))?;
+    let name = s.name.clone().unwrap_or_else(|| {
+        Path::new(&shown)
+            .file_name()
+            .map_or_else(|| shown.clone(), |f| f.to_string_lossy().into_owned())
+    });
+    let workdir = match &s.chdir {
+        Some(d) => cwd.join(d),
+        None => cwd.to_path_buf(),
+    };
+    let spec = JobSpec {
+        name,
+        script: text,
+        args,
+        workdir,
+        submit_dir: cwd.to_path_buf(),
+        env,
+        stdout: s.stdout.clone(),
+        stderr: s.stderr.clone(),
+        request,
+        account: s.account.clone(),
+    };
+    Ok(Built {
+        spec,
+        estimate,
+        warnings,
+    })
+}
+
+/// The submitting environment, as sbatch's `--export=ALL` (variables that are not UTF-8 are
+/// left out: the protocol carries text).
+pub fn current_env() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+/// Run flexsub with parsed arguments; returns the exit code.
+pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
+    let action = if m.get_flag("estimate-only") {
+        Action::EstimateOnly
+    } else if m.get_flag("test-only") {
+        Action::TestOnly {
+            json: m.get_flag("json"),
+        }
+    } else {
+        Action::Submit {
+            parsable: m.get_flag("parsable"),
+        }
+    };
+    let cwd = std::env::current_dir().map_err(|source| Error::Read {
+        path: ".".into(),
+        source,
+    })?;
+    let built = build(m, current_env(), &cwd)?;
+    for w in &built.warnings {
+        eprintln!("flexsub: warning: {w}");
+    }
+    let w = |e: std::io::Error| Error::Input(format!("cannot write the output: {e}"));
+    match action {
+        Action::Submit { parsable } => {
+            let job = match Client::connect("flexsub")?.call(&Request::Submit(built.spec))? {
+                Response::Submitted { job } => job,
+                other => return Err(crate::client::into_error(other)),
+            };
+            if parsable {
+                writeln!(out, "{job}").map_err(w)?;
+            } else {
+                writeln!(out, "Submitted batch job {job}").map_err(w)?;
+            }
+        }
+        Action::TestOnly { json } => {
+            let ws = test_only(built.spec)?;
+            if json {
+                let text = serde_json::to_string_pretty(&ws).expect("protocol types serialize");
+                writeln!(out, "{text}").map_err(w)?;
+            } else {
+                write!(out, "{}", table::would_start(&ws, now())).map_err(w)?;
+            }
+        }
+        Action::EstimateOnly => {
+            let b = built
+                .estimate
+                .as_ref()
+                .expect("--estimate-only requires --model");
+            write!(out, "{}", b.render()).map_err(w)?;
+            match Client::connect("flexsub")
+                .and_then(|mut c| c.call(&Request::TestOnly(built.spec)))
+            {
+                Ok(Response::WouldStart(ws)) => {
+                    write!(out, "{}", table::estimate_fit(&ws, now())).map_err(w)?
+                }
+                Ok(other) => return Err(crate::client::into_error(other)),
+                Err(e @ Error::Daemon { .. }) => {
+                    writeln!(out, "on this host: {e}").map_err(w)?;
+                    return Ok(e.exit_code());
+                }
+                Err(e) => writeln!(out, "on this host: unavailable ({e})").map_err(w)?,
+            }
+        }
+    }
+    Ok(crate::error::exit::OK)
+}
+
+fn test_only(spec: JobSpec) -> Result<WouldStart, Error> {
+    match Client::connect("flexsub")?.call(&Request::TestOnly(spec))? {
+        Response::WouldStart(ws) => Ok(ws),
+        other => Err(crate::client::into_error(other)),
+    }
+}
+
+/// Seconds since the epoch.
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
