@@ -380,3 +380,34 @@ mod tests {
         assert_eq!(JobState::parse("bogus"), None);
     }
 }
+
+#[cfg(test)]
+mod hostile {
+    //! Hostile input for the frame decoder: never a panic, never a read past the limit.
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(5000))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            match decode::<Request>(&bytes, 256) {
+                Ok(Some((_, used))) => prop_assert!(used <= bytes.len()),
+                Ok(None) => {}
+                Err(e) => prop_assert!(!e.to_string().is_empty()),
+            }
+            let mut r = std::io::Cursor::new(&bytes);
+            let _ = read_frame::<Hello>(&mut r, 256);
+        }
+
+        #[test]
+        fn valid_length_with_junk_body(body in "\\PC{0,200}") {
+            let mut f = (body.len() as u32).to_be_bytes().to_vec();
+            f.extend_from_slice(body.as_bytes());
+            if let Err(e) = decode::<Request>(&f, DEFAULT_MAX_FRAME) {
+                prop_assert!(e.to_string().starts_with("malformed frame"));
+            }
+        }
+    }
+}

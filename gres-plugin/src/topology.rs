@@ -464,3 +464,60 @@ mod tests {
         assert_eq!(parse_cpu_list("0-2,5,7-8").unwrap(), vec![0, 1, 2, 5, 7, 8]);
     }
 }
+
+#[cfg(test)]
+mod hostile {
+    //! Hostile input: the parser never panics and every rejection says what is wrong.
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A shipped file with one line replaced, dropped or duplicated.
+    fn mutated() -> impl Strategy<Value = String> {
+        let base: Vec<String> = builtin("a100-40gb-x2")
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let n = base.len();
+        (0..n, 0u8..3, "[ -~]{0,40}").prop_map(move |(i, op, junk)| {
+            let mut l = base.clone();
+            match op {
+                0 => l[i] = junk,
+                1 => {
+                    l.remove(i);
+                }
+                _ => l.insert(i, junk),
+            }
+            l.join("\n")
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn arbitrary_text_never_panics(s in "\\PC{0,300}") {
+            if let Err(e) = parse(&s, "fuzz.toml") {
+                prop_assert!(e.to_string().starts_with("topology fuzz.toml: "));
+            }
+        }
+
+        #[test]
+        fn mutated_files_fail_cleanly_or_build(s in mutated()) {
+            match parse(&s, "m.toml") {
+                Ok(raw) => {
+                    // whatever parses must also build a model or say why not
+                    if let Err(e) = crate::probe::build_host(&raw) {
+                        prop_assert!(!e.to_string().is_empty());
+                    }
+                }
+                Err(e) => prop_assert!(e.to_string().len() > "topology m.toml: ".len()),
+            }
+        }
+
+        #[test]
+        fn cpu_lists_never_panic(s in "[0-9,\\- ]{0,30}") {
+            let _ = parse_cpu_list(&s);
+        }
+    }
+}
