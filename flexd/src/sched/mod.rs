@@ -14,7 +14,7 @@ mod place;
 mod tests;
 
 pub use cluster::{Allocation, Cluster, ClusterConfig};
-pub use pass::schedule;
+pub use pass::{estimate_starts, schedule};
 
 use gres_plugin::{JobId, Request};
 use serde::{Deserialize, Serialize};

@@ -144,3 +144,60 @@ fn reserve<M: Model>(
     }
     None
 }
+
+/// Fill in estimated start times for the first `depth` pending jobs of a pass's decisions
+/// (the head already has its reservation), by playing the queue forward in order: every
+/// running and newly started job holds its resources until its time limit, and each pending job
+/// starts, in queue order, at the first job end after which it fits. Backfilling can only make a
+/// job start earlier, and never delays the head, so these are upper bounds for all but the head.
+pub fn estimate_starts<M: Model>(
+    model: &M,
+    queue: &[PendingJob],
+    running: &[RunningJob<M::Placement>],
+    now: Time,
+    decisions: &mut Decisions<M::Placement>,
+    depth: usize,
+) {
+    use std::cmp::Reverse;
+    use std::collections::{BinaryHeap, HashMap};
+
+    let by_id: HashMap<_, _> = queue.iter().map(|j| (j.id, j)).collect();
+    let mut state = model.clone();
+    let mut held: Vec<M::Placement> = Vec::new();
+    let mut events: BinaryHeap<Reverse<(Time, usize)>> = BinaryHeap::new();
+    for r in running {
+        events.push(Reverse((r.expected_end.max(now), held.len())));
+        held.push(r.placement.clone());
+    }
+    for s in &decisions.starts {
+        let Some(j) = by_id.get(&s.job) else { continue };
+        state.occupy(&s.placement);
+        events.push(Reverse((now + j.request.time_limit_s, held.len())));
+        held.push(s.placement.clone());
+    }
+    let mut t = now;
+    for pending in decisions.pending.iter_mut().take(depth) {
+        if matches!(pending.reason, Reason::Unsatisfiable(_)) {
+            continue;
+        }
+        let Some(job) = by_id.get(&pending.job) else {
+            continue;
+        };
+        let mut placed = state.place(job);
+        while placed.is_none() {
+            let Some(Reverse((end, i))) = events.pop() else {
+                break;
+            };
+            t = t.max(end);
+            state.release(&held[i]);
+            placed = state.place_after_release(job, &held[i]);
+        }
+        let Some(p) = placed else { break };
+        state.occupy(&p);
+        events.push(Reverse((t + job.request.time_limit_s, held.len())));
+        held.push(p);
+        if pending.estimated_start.is_none() {
+            pending.estimated_start = Some(t);
+        }
+    }
+}

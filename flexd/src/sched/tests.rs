@@ -427,7 +427,12 @@ fn priority_orders_the_queue() {
 // Property tests over random hosts, running jobs and queues.
 
 /// Hosts, running jobs (leaves, end), queued jobs (leaves, limit, priority), backfill window.
-type World = (Vec<&'static str>, Vec<(u32, u64)>, Vec<(u32, u64, i64)>, usize);
+type World = (
+    Vec<&'static str>,
+    Vec<(u32, u64)>,
+    Vec<(u32, u64, i64)>,
+    usize,
+);
 
 fn arb_world() -> impl Strategy<Value = World> {
     let hosts = prop::collection::vec(
@@ -553,4 +558,32 @@ fn readopting_an_overlapping_allocation_is_refused() {
         ..a
     };
     assert!(c.try_occupy(&bad).is_err());
+}
+
+#[test]
+fn estimates_follow_the_queue_forward() {
+    let mut c = cluster(&["a100-40gb-x2"]);
+    let running = vec![
+        RunningJob {
+            id: JobId(100),
+            placement: place_and_take(&mut c, &job(100, 8)),
+            expected_end: 500,
+        },
+        RunningJob {
+            id: JobId(101),
+            placement: place_and_take(&mut c, &job(101, 6)),
+            expected_end: 900,
+        },
+    ];
+    // 1 needs 8 (free at 500), 2 needs all 14 (after 1 ends at 500 + 3600), 3 waits behind 2
+    // (in queue order) until 4100 + 3600
+    let q = vec![job(1, 8), job(2, 14), job(3, 1)];
+    let mut d = schedule(&c, &q, &running, 0, &Policy::fifo());
+    estimate_starts(&c, &q, &running, 0, &mut d, 10);
+    let est: Vec<Option<Time>> = d.pending.iter().map(|p| p.estimated_start).collect();
+    assert_eq!(est, [Some(500), Some(4100), Some(7700)]);
+    // depth bounds the work
+    let mut d = schedule(&c, &q, &running, 0, &Policy::fifo());
+    estimate_starts(&c, &q, &running, 0, &mut d, 1);
+    assert_eq!(d.pending[1].estimated_start, None);
 }
