@@ -80,7 +80,6 @@ pub fn command() -> Command {
             .help("The batch script (stdin when left out and not a terminal)")
             .num_args(1..)
             .trailing_var_arg(true)
-            .allow_hyphen_values(true)
             .value_parser(clap::value_parser!(std::ffi::OsString)),
     )
     .group(clap::ArgGroup::new("mode").args(["train", "infer"]))

@@ -1,0 +1,370 @@
+//! The real flexsub, flexq and flexcancel binaries against a scripted stand-in for flexd's
+//! socket (which records what it was sent), or against no daemon at all. The end-to-end tests
+//! with the real flexd are in tests/tests/commands.rs.
+
+use flexsub::proto::{
+    self, AllocView, ErrorKind, Hello, JobSpec, LeafView, Request, Response, WouldStart,
+    PROTOCOL_VERSION,
+};
+use gres_plugin::JobId;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::thread::JoinHandle;
+
+/// A socket that greets like flexd and answers each request with `answer`, for one connection;
+/// joining it gives the requests it saw.
+struct FakeDaemon {
+    path: PathBuf,
+    thread: JoinHandle<Vec<Request>>,
+}
+
+impl FakeDaemon {
+    fn start(dir: &Path, answer: fn(&Request) -> Response) -> Self {
+        let path = dir.join("flexd.sock");
+        // A stand-in from an earlier step of the same test may have left its socket file.
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).unwrap();
+        let thread = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let hello: Hello = proto::read_frame(&mut s, proto::DEFAULT_MAX_FRAME).unwrap();
+            assert_eq!(hello.version, PROTOCOL_VERSION);
+            let greeting = Response::Hello {
+                version: PROTOCOL_VERSION,
+                server: "fake flexd".into(),
+            };
+            proto::write_frame(&mut s, &greeting).unwrap();
+            let mut seen = Vec::new();
+            while let Ok(req) = proto::read_frame::<Request>(&mut s, proto::DEFAULT_MAX_FRAME) {
+                proto::write_frame(&mut s, &answer(&req)).unwrap();
+                seen.push(req);
+            }
+            seen
+        });
+        FakeDaemon { path, thread }
+    }
+
+    fn requests(self) -> Vec<Request> {
+        self.thread.join().unwrap()
+    }
+}
+
+fn cmd(bin: &str, socket: &Path, cwd: &Path) -> Command {
+    let mut c = Command::new(bin);
+    c.env("FLEX_SOCKET", socket)
+        .env("FLEX_TEST_MARK", "exported")
+        .current_dir(cwd)
+        .stdin(Stdio::null());
+    c
+}
+
+fn flexsub(socket: &Path, cwd: &Path, args: &[&str]) -> Output {
+    cmd(env!("CARGO_BIN_EXE_flexsub"), socket, cwd)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn submitted(req: &Request) -> Response {
+    match req {
+        Request::Submit(_) => Response::Submitted { job: JobId(17) },
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+fn only_spec(reqs: Vec<Request>) -> JobSpec {
+    match reqs.as_slice() {
+        [Request::Submit(s)] | [Request::TestOnly(s)] => s.clone(),
+        other => panic!("expected one job, got {other:?}"),
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn an_sbatch_script_is_submitted_with_its_directives_and_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = FakeDaemon::start(dir.path(), submitted);
+    std::fs::write(
+        dir.path().join("train.sh"),
+        "#!/bin/bash\n#SBATCH --job-name=ddp\n#SBATCH --gres=gpu:4 -c 2\n#SBATCH -t 10:00\n\
+         #SBATCH -o out-%j.log\nsrun hostname\n",
+    )
+    .unwrap();
+    let out = flexsub(&d.path, dir.path(), &["train.sh", "a1", "--a2"]);
+    assert_eq!(text(&out.stdout), "Submitted batch job 17\n", "{out:?}");
+    assert!(out.status.success());
+    let spec = only_spec(d.requests());
+    assert_eq!(spec.name, "ddp");
+    assert_eq!(spec.args, ["a1", "--a2"]);
+    assert!(spec.script.starts_with("#!/bin/bash\n#SBATCH"));
+    assert_eq!(spec.request.leaves, Some(4));
+    assert_eq!(spec.request.cores_per_leaf, 2);
+    assert_eq!(spec.request.time_limit_s, 600);
+    assert_eq!(spec.stdout.as_deref(), Some("out-%j.log"));
+    let cwd = dir.path().canonicalize().unwrap();
+    assert_eq!(spec.submit_dir.canonicalize().unwrap(), cwd);
+    assert_eq!(spec.workdir.canonicalize().unwrap(), cwd);
+    assert!(spec
+        .env
+        .contains(&("FLEX_TEST_MARK".to_string(), "exported".to_string())));
+}
+
+#[test]
+fn the_command_line_overrides_the_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = FakeDaemon::start(dir.path(), submitted);
+    std::fs::create_dir(dir.path().join("work")).unwrap();
+    std::fs::write(
+        dir.path().join("job.sh"),
+        "#!/bin/sh\n#FLEX --leaves 2 --time 5\n#FLEX -J first\necho\n",
+    )
+    .unwrap();
+    let out = flexsub(
+        &d.path,
+        dir.path(),
+        &[
+            "--leaves=3",
+            "-t",
+            "2h",
+            "-D",
+            "work",
+            "--parsable",
+            "job.sh",
+        ],
+    );
+    assert_eq!(text(&out.stdout), "17\n", "{out:?}");
+    let spec = only_spec(d.requests());
+    assert_eq!(spec.request.leaves, Some(3));
+    assert_eq!(spec.request.time_limit_s, 7200);
+    assert_eq!(spec.name, "first");
+    assert!(spec.workdir.ends_with("work"));
+}
+
+#[test]
+fn wrap_runs_a_command_named_wrap() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = FakeDaemon::start(dir.path(), submitted);
+    let out = flexsub(&d.path, dir.path(), &["--gpus", "0.5", "--wrap", "echo hi"]);
+    assert!(out.status.success(), "{out:?}");
+    let spec = only_spec(d.requests());
+    assert_eq!(spec.script, "#!/bin/sh\necho hi\n");
+    assert_eq!(spec.name, "wrap");
+    assert_eq!((spec.request.leaves, spec.request.gpus), (None, Some(0.5)));
+}
+
+#[test]
+fn bad_scripts_name_the_line_and_nothing_reaches_the_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("flexd.sock");
+    let listener = UnixListener::bind(&sock).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let cases = [
+        (
+            "#!/bin/sh\n#SBATCH -J x\n\n#SBATCH --time=abc\n",
+            "bad.sh:4: #SBATCH --time=abc: invalid time \"abc\"",
+        ),
+        (
+            "#!/bin/sh\n#FLEX --gpus=NaN\n",
+            "bad.sh:2: #FLEX --gpus=NaN: invalid GPU fraction \"NaN\"",
+        ),
+        (
+            "#!/bin/sh\n#FLEX --leaves 0\n",
+            "bad.sh:2: #FLEX --leaves 0: invalid leaves \"0\"",
+        ),
+        (
+            "#!/bin/sh\n#SBATCH --exclusive\n",
+            "bad.sh:2: #SBATCH --exclusive: unknown option \"--exclusive\"",
+        ),
+        (
+            "#!/bin/sh\n#SBATCH --mem=12Q\n",
+            "bad.sh:2: #SBATCH --mem=12Q: invalid size \"12Q\"",
+        ),
+    ];
+    for (script, want) in cases {
+        std::fs::write(dir.path().join("bad.sh"), script).unwrap();
+        let out = flexsub(&sock, dir.path(), &["bad.sh"]);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let err = text(&out.stderr);
+        assert!(err.starts_with(&format!("flexsub: {want}")), "{err}");
+    }
+    let out = flexsub(&sock, dir.path(), &["--gpus", "-1", "--wrap", "true"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(text(&out.stderr).contains("--gpus -1: invalid GPU fraction \"-1\""));
+    let out = flexsub(&sock, dir.path(), &["missing.sh"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(text(&out.stderr).contains("cannot read missing.sh"));
+    let out = flexsub(&sock, dir.path(), &["--bogus", "x.sh"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(listener.accept().is_err(), "flexsub connected to flexd");
+}
+
+#[test]
+fn without_a_daemon_the_socket_is_named_and_the_code_is_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("none.sock");
+    let out = flexsub(&sock, dir.path(), &["--wrap", "true"]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(text(&out.stderr).starts_with(&format!(
+        "flexsub: cannot reach flexd at {}:",
+        sock.display()
+    )));
+    let out = cmd(env!("CARGO_BIN_EXE_flexq"), &sock, dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+}
+
+#[test]
+fn refusals_are_printed_with_their_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = FakeDaemon::start(dir.path(), |_| {
+        Response::error(
+            ErrorKind::Unsatisfiable,
+            "no host has 99 leaves: the largest has 14",
+        )
+    });
+    let out = flexsub(&d.path, dir.path(), &["--leaves", "99", "--wrap", "true"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        text(&out.stderr),
+        "flexsub: no host has 99 leaves: the largest has 14\n"
+    );
+    d.requests();
+
+    let d = FakeDaemon::start(dir.path(), |_| {
+        Response::error(
+            ErrorKind::PermissionDenied,
+            "permission denied: job 3 belongs to ann",
+        )
+    });
+    let out = cmd(env!("CARGO_BIN_EXE_flexcancel"), &d.path, dir.path())
+        .arg("3")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(text(&out.stderr).contains("permission denied"));
+}
+
+fn would_start(req: &Request) -> Response {
+    assert!(matches!(req, Request::TestOnly(_)), "{req:?}");
+    Response::WouldStart(WouldStart {
+        alloc: Some(AllocView {
+            host: "a100-testbed".into(),
+            leaves: (0..2)
+                .map(|i| LeafView {
+                    uuid: format!("MIG-000{i}"),
+                    profile: "1g.5gb".into(),
+                    gpu: i,
+                    share: 1000,
+                })
+                .collect(),
+            cores: vec![0, 16],
+        }),
+        estimated_start: Some(0),
+        reason: None,
+    })
+}
+
+#[test]
+fn test_only_prints_the_placement_and_queues_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = FakeDaemon::start(dir.path(), would_start);
+    let out = flexsub(
+        &d.path,
+        dir.path(),
+        &["--test-only", "--leaves", "2", "--wrap", "true"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let s = text(&out.stdout);
+    assert!(
+        s.contains("would start now on a100-testbed using 2 leaves on GPUs 0,1"),
+        "{s}"
+    );
+    assert!(s.contains("MIG-0001") && s.contains("1g.5gb"), "{s}");
+    assert!(matches!(d.requests().as_slice(), [Request::TestOnly(_)]));
+
+    let d = FakeDaemon::start(dir.path(), would_start);
+    let out = flexsub(
+        &d.path,
+        dir.path(),
+        &["--test-only", "--json", "--wrap", "true"],
+    );
+    let ws: WouldStart = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ws.alloc.unwrap().leaves.len(), 2);
+    d.requests();
+}
+
+/// A model directory holding only a LLaMA-shaped config.json.
+fn tiny_model(dir: &Path) -> PathBuf {
+    let m = dir.join("model");
+    std::fs::create_dir(&m).unwrap();
+    std::fs::write(
+        m.join("config.json"),
+        r#"{"model_type": "llama", "vocab_size": 32000, "hidden_size": 2048,
+            "intermediate_size": 5632, "num_hidden_layers": 22, "num_attention_heads": 32,
+            "num_key_value_heads": 4, "torch_dtype": "bfloat16"}"#,
+    )
+    .unwrap();
+    m
+}
+
+#[test]
+fn estimate_only_prints_the_breakdown_even_without_a_daemon() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let sock = dir.path().join("none.sock");
+    let m = model.to_str().unwrap();
+    let args = [
+        "--model",
+        m,
+        "--batch-size",
+        "4",
+        "--seq-len",
+        "512",
+        "--infer",
+        "--estimate-only",
+        "--wrap",
+        "true",
+    ];
+    let out = flexsub(&sock, dir.path(), &args);
+    assert!(out.status.success(), "{out:?}");
+    let s = text(&out.stdout);
+    assert!(s.contains("parameters") && s.contains("total"), "{s}");
+    assert!(
+        s.contains("on this host: unavailable (cannot reach flexd"),
+        "{s}"
+    );
+
+    let d = FakeDaemon::start(dir.path(), would_start);
+    let out = flexsub(&d.path, dir.path(), &args);
+    assert!(out.status.success(), "{out:?}");
+    assert!(text(&out.stdout).contains("on a100-testbed: needs 2 leaves (1g.5gb) on GPUs 0,1"));
+    let spec = only_spec(d.requests());
+    let mem = spec
+        .request
+        .mem_bytes
+        .expect("the estimate is sent as memory");
+    assert!(mem > 1 << 30, "{mem}");
+    assert_eq!(spec.request.leaves, None);
+
+    let out = flexsub(
+        &sock,
+        dir.path(),
+        &[
+            "--model",
+            "/no/such/model",
+            "--batch-size",
+            "1",
+            "--seq-len",
+            "8",
+            "--train",
+            "--wrap",
+            "true",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(text(&out.stderr).contains("/no/such/model"));
+}
