@@ -62,7 +62,6 @@ pub fn command() -> Command {
         Arg::new("estimate-only")
             .long("estimate-only")
             .action(ArgAction::SetTrue)
-            .requires("model")
             .conflicts_with("test-only")
             .help(
                 "Print the --model memory estimate and what it needs on this host; queue nothing",
@@ -275,10 +274,11 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
             }
         }
         Action::EstimateOnly => {
-            let b = built
-                .estimate
-                .as_ref()
-                .expect("--estimate-only requires --model");
+            let Some(b) = built.estimate.as_ref() else {
+                return Err(Error::Usage(
+                    "--estimate-only needs --model, on the command line or in a directive".into(),
+                ));
+            };
             write!(out, "{}", b.render()).map_err(w)?;
             match Client::connect("flexsub")
                 .and_then(|mut c| c.call(&Request::TestOnly(built.spec)))

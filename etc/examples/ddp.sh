@@ -1,0 +1,12 @@
+#!/bin/bash
+# Data-parallel PyTorch training on four leaves (MIG instances), possibly on different GPUs.
+# flexrun starts one rank per leaf; no torchrun needed. Submit with: flexsub ddp.sh
+#FLEX --job-name=ddp
+#FLEX --leaves 4                # four 1g.5gb leaves (a job of more than one leaf prefers 1g.5gb)
+#FLEX --cpus-per-task 4         # four cores per leaf, from the NUMA node of the leaf's GPU
+#FLEX --time 2:00:00
+#FLEX --output ddp-%j.out
+set -euo pipefail
+cd "$(dirname "$0")"
+echo "job $FLEX_JOB_ID on $FLEX_HOST: leaves $FLEX_MIG_UUIDS, cores $FLEX_CPUS"
+flexrun --label python train.py --epochs 3
