@@ -1,3 +1,4 @@
 //! flexd: the Flex controller. `sched` is the pure scheduler core that flexd and flexsim share.
 
 pub mod sched;
+pub mod sim;
