@@ -1,0 +1,441 @@
+//! The user commands end to end: the real flexsub, flexq, flexcancel and flexrun binaries
+//! against the real flexd on the simulated a100-40gb-x2 topology (two A100-40GB, GPU 0 on NUMA
+//! node 0 with cores 0-15, GPU 1 on node 1 with cores 16-31; six 1g.5gb and one 1g.10gb leaf
+//! each). Jobs really run, as the submitting user.
+
+use flex_tests::{bin_dir, wait_for, Daemon};
+use flexsub::proto::{JobState, JobView, WouldStart};
+use gres_plugin::JobId;
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TOPOLOGY: &str = "a100-40gb-x2.toml";
+
+/// A command with the workspace binaries first on PATH, so job scripts find flexrun (the job's
+/// environment is the submitter's).
+fn cmd(d: &Daemon, name: &str) -> Command {
+    let mut c = d.cmd(name);
+    let path = std::env::var("PATH").unwrap_or_default();
+    c.env("PATH", format!("{}:{path}", bin_dir().display()));
+    c
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Submit `script` (written into `dir` as `name`) from `dir` with `args`; returns the job id.
+fn submit(d: &Daemon, dir: &Path, name: &str, script: &str, args: &[&str]) -> JobId {
+    std::fs::write(dir.join(name), script).unwrap();
+    let out = cmd(d, "flexsub")
+        .current_dir(dir)
+        .args(args)
+        .arg("--parsable")
+        .arg(name)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "flexsub failed: {out:?}\n{}", d.log());
+    JobId(
+        text(&out.stdout)
+            .trim()
+            .parse()
+            .expect("flexsub --parsable prints the id"),
+    )
+}
+
+fn flexq_json(d: &Daemon, args: &[&str]) -> Vec<JobView> {
+    let out = cmd(d, "flexq").arg("--json").args(args).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).expect("flexq --json is an array of JobView")
+}
+
+fn wait_running(d: &Daemon, job: JobId) -> JobView {
+    d.wait_state(job, &[JobState::Running])
+}
+
+/// The NUMA node's cores on the a100 testbed.
+fn numa_cores(gpu: u32) -> std::ops::RangeInclusive<u32> {
+    match gpu {
+        0 => 0..=15,
+        _ => 16..=31,
+    }
+}
+
+#[test]
+fn a_four_leaf_job_gives_each_rank_its_leaf_rank_port_and_numa_cores() {
+    let d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("ddp");
+    let job = submit(
+        &d,
+        &dir,
+        "ddp.sh",
+        "#!/bin/sh\n#FLEX --leaves 4 -c 2 --time 5:00\n#FLEX -o ddp-%j.out\n\
+         flexrun --label sh -c 'echo $RANK $CUDA_VISIBLE_DEVICES $MASTER_PORT $FLEX_RANK_CPUS'\n",
+        &[],
+    );
+    let view = d.wait_finished(job);
+    let out = std::fs::read_to_string(dir.join(format!("ddp-{job}.out"))).unwrap_or_default();
+    assert_eq!(
+        view.state,
+        JobState::Completed,
+        "{view:?}\n{out}\n{}",
+        d.log()
+    );
+    let alloc = view.alloc.expect("a finished job keeps its allocation");
+    let gpu_of: BTreeMap<&str, u32> = alloc
+        .leaves
+        .iter()
+        .map(|l| (l.uuid.as_str(), l.gpu))
+        .collect();
+    let mut ranks = BTreeSet::new();
+    let mut uuids = BTreeSet::new();
+    let mut ports = BTreeSet::new();
+    for line in out.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let [label, rank, uuid, port, cpus] = w[..] else {
+            panic!("unexpected line {line:?} in\n{out}");
+        };
+        assert_eq!(label, format!("{rank}:"));
+        assert!(uuid.starts_with("MIG-"), "{line}");
+        ranks.insert(rank.parse::<u32>().unwrap());
+        uuids.insert(uuid.to_string());
+        ports.insert(port.to_string());
+        let gpu = gpu_of[uuid];
+        let cores = gres_plugin::topology::parse_cpu_list(cpus).unwrap();
+        assert_eq!(cores.len(), 2, "{line}");
+        assert!(
+            cores.iter().all(|c| numa_cores(gpu).contains(c)),
+            "rank {rank} on GPU {gpu} got cores {cpus}"
+        );
+    }
+    assert_eq!(ranks, (0..4).collect(), "{out}");
+    assert_eq!(uuids.len(), 4, "{out}");
+    assert_eq!(ports.len(), 1, "{out}");
+}
+
+#[test]
+fn a_six_leaf_job_spreads_three_and_three_and_flexq_shows_it() {
+    let d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("six");
+    let job = submit(
+        &d,
+        &dir,
+        "six.sh",
+        "#!/bin/sh\nsleep 600\n",
+        &["--leaves", "6"],
+    );
+    wait_running(&d, job);
+    let jobs = flexq_json(&d, &[]);
+    let v = jobs
+        .iter()
+        .find(|j| j.id == job)
+        .expect("flexq lists the job");
+    let alloc = v.alloc.as_ref().expect("a running job has an allocation");
+    let mut per_gpu: BTreeMap<u32, usize> = BTreeMap::new();
+    for l in &alloc.leaves {
+        *per_gpu.entry(l.gpu).or_default() += 1;
+    }
+    assert_eq!(
+        per_gpu.into_values().collect::<Vec<_>>(),
+        [3, 3],
+        "{alloc:?}"
+    );
+
+    let out = cmd(&d, "flexq").output().unwrap();
+    let table = text(&out.stdout);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "JOBID",
+            "NAME",
+            "USER",
+            "ST",
+            "TIME",
+            "TIME_LIMIT",
+            "LEAVES",
+            "START",
+            "NODELIST(REASON)"
+        ]
+    );
+    let row: Vec<&str> = lines
+        .next()
+        .expect("one job row")
+        .split_whitespace()
+        .collect();
+    assert_eq!(row[0], job.to_string());
+    assert_eq!(row[1], "six.sh");
+    assert_eq!(row[3], "R");
+    assert_eq!(row[5], "1:00:00");
+    assert_eq!(row[6], "6");
+    assert_eq!(row[8], alloc.host);
+    let noheader = text(&cmd(&d, "flexq").arg("-h").output().unwrap().stdout);
+    assert_eq!(noheader.lines().count(), 1, "{noheader}");
+
+    let leaves = text(&cmd(&d, "flexq").arg("--leaves").output().unwrap().stdout);
+    let held = leaves
+        .lines()
+        .filter(|l| l.ends_with(&format!(" {job}")))
+        .count();
+    assert_eq!(leaves.lines().count(), 1 + 14, "{leaves}");
+    assert_eq!(held, 6, "{leaves}");
+
+    let out = cmd(&d, "flexcancel").arg(job.to_string()).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(d.wait_finished(job).state, JobState::Cancelled);
+}
+
+#[test]
+fn a_pending_job_shows_its_reason_and_state_filters_work() {
+    let d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("pend");
+    let big = submit(
+        &d,
+        &dir,
+        "big.sh",
+        "#!/bin/sh\nsleep 600\n",
+        &["--leaves", "14"],
+    );
+    wait_running(&d, big);
+    let waiting = submit(&d, &dir, "wait.sh", "#!/bin/sh\ntrue\n", &["--leaves", "2"]);
+    let v = wait_for("a reason for the pending job", || {
+        flexq_json(&d, &["-t", "PD"])
+            .into_iter()
+            .find(|j| j.id == waiting && j.reason.is_some())
+    });
+    assert_eq!(v.state, JobState::Pending);
+    let out = text(
+        &cmd(&d, "flexq")
+            .args(["-t", "pending", "-h"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    let row: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(row[0], waiting.to_string());
+    assert_eq!(row[3], "PD");
+    assert!(row.last().unwrap().starts_with('('), "{out}");
+    let running = flexq_json(&d, &["-t", "R"]);
+    assert_eq!(running.iter().map(|j| j.id).collect::<Vec<_>>(), [big]);
+    let out = cmd(&d, "flexq").args(["-t", "sleeping"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let out = cmd(&d, "flexcancel")
+        .arg(big.to_string())
+        .arg(waiting.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn a_job_over_its_time_limit_ends_in_timeout() {
+    let d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("timeout");
+    let job = submit(
+        &d,
+        &dir,
+        "slow.sh",
+        "#!/bin/sh\n#SBATCH --time=0:02\nsleep 600\n",
+        &[],
+    );
+    let v = d.wait_finished(job);
+    assert_eq!(v.state, JobState::Timeout, "{v:?}");
+    let out = cmd(&d, "flexq").args(["-t", "TO", "-h"]).output().unwrap();
+    let row: Vec<String> = text(&out.stdout)
+        .lines()
+        .next()
+        .expect("flexq -t TO shows the job")
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        (row[0].as_str(), row[3].as_str(), row[5].as_str()),
+        (job.to_string().as_str(), "TO", "0:02")
+    );
+}
+
+#[test]
+fn flexcancel_cancels_own_jobs_and_refuses_other_users() {
+    let d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("cancel");
+    let job = submit(&d, &dir, "c.sh", "#!/bin/sh\nsleep 600\n", &[]);
+    wait_running(&d, job);
+    // The tests run as root (see .ci/run); `nobody` stands in for another user.
+    assert!(
+        nix::unistd::Uid::effective().is_root(),
+        "the end-to-end tests run as root"
+    );
+    let out = cmd(&d, "flexcancel")
+        .arg(job.to_string())
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!("job {job}")) && err.contains("permission denied"),
+        "{err}"
+    );
+    assert_eq!(d.job(job).unwrap().state, JobState::Running);
+
+    let out = cmd(&d, "flexcancel")
+        .args(["-s", "USR1", &job.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = cmd(&d, "flexcancel").arg(job.to_string()).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(d.wait_finished(job).state, JobState::Cancelled);
+    let out = cmd(&d, "flexcancel").arg("9999").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(text(&out.stderr).contains("job 9999"), "{out:?}");
+}
+
+#[test]
+fn malformed_scripts_are_rejected_with_line_numbers_and_nothing_is_queued() {
+    let d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("bad");
+    let cases = [
+        (
+            "t.sh",
+            "#!/bin/sh\n#SBATCH -J t\n\n#SBATCH --time=abc\ntrue\n",
+            "t.sh:4: #SBATCH --time=abc: invalid time \"abc\"",
+        ),
+        (
+            "l.sh",
+            "#!/bin/sh\n#FLEX --leaves=0\n",
+            "l.sh:2: #FLEX --leaves=0: invalid leaves \"0\"",
+        ),
+        (
+            "f.sh",
+            "#!/bin/sh\n#FLEX --gpus NaN\n",
+            "f.sh:2: #FLEX --gpus NaN: invalid GPU fraction \"NaN\"",
+        ),
+        (
+            "u.sh",
+            "#!/bin/sh\n#SBATCH --constraint=a100\n",
+            "u.sh:2: #SBATCH --constraint=a100: unknown option \"--constraint\"",
+        ),
+        (
+            "m.sh",
+            "#!/bin/sh\n#SBATCH --mem=16X\n",
+            "m.sh:2: #SBATCH --mem=16X: invalid size \"16X\"",
+        ),
+    ];
+    for (name, script, want) in cases {
+        std::fs::write(dir.join(name), script).unwrap();
+        let out = cmd(&d, "flexsub")
+            .current_dir(&dir)
+            .arg(name)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(
+            text(&out.stderr).starts_with(&format!("flexsub: {want}")),
+            "{out:?}"
+        );
+    }
+    let out = cmd(&d, "flexsub")
+        .args(["--leaves", "15", "--wrap", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a request larger than the host: {out:?}"
+    );
+    assert!(!text(&out.stderr).trim().is_empty());
+    assert!(
+        flexq_json(&d, &["-t", "all"]).is_empty(),
+        "something was queued"
+    );
+}
+
+#[test]
+fn an_existing_sbatch_script_runs_unchanged() {
+    let d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("sbatch");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../etc/examples/sbatch-only.sh");
+    let script = std::fs::read_to_string(&example).unwrap();
+    let job = submit(&d, &dir, "sbatch-only.sh", &script, &[]);
+    let v = d.wait_finished(job);
+    let out = std::fs::read_to_string(dir.join(format!("slurm-{job}.out"))).unwrap_or_default();
+    assert_eq!(v.state, JobState::Completed, "{v:?}\n{out}\n{}", d.log());
+    assert_eq!(v.name, "sbatch-example");
+    assert_eq!(v.request.leaves, Some(2));
+    assert_eq!(v.request.leaf_type.as_deref(), Some("1g.5gb"));
+    for r in 0..2 {
+        assert!(
+            out.contains(&format!("{r}: rank {r} of 2 on MIG-")),
+            "{out}"
+        );
+    }
+    assert!(v
+        .alloc
+        .unwrap()
+        .leaves
+        .iter()
+        .all(|l| l.profile == "1g.5gb"));
+}
+
+#[test]
+fn test_only_prints_the_placement_and_queues_nothing() {
+    let d = Daemon::start(TOPOLOGY);
+    let out = cmd(&d, "flexsub")
+        .args(["--test-only", "--leaves", "4", "-c", "2", "--wrap", "true"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}\n{}", d.log());
+    let s = text(&out.stdout);
+    assert!(
+        s.contains("job would start now on") && s.contains("using 4 leaves"),
+        "{s}"
+    );
+    assert_eq!(s.matches("MIG-").count(), 4, "{s}");
+    let out = cmd(&d, "flexsub")
+        .args([
+            "--test-only",
+            "--json",
+            "--gres=gpu:1g.10gb:1",
+            "--wrap",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let ws: WouldStart = serde_json::from_slice(&out.stdout).expect("--json is a WouldStart");
+    let alloc = ws.alloc.expect("an idle host starts it now");
+    assert_eq!(alloc.leaves.len(), 1);
+    assert_eq!(alloc.leaves[0].profile, "1g.10gb");
+    assert!(flexq_json(&d, &["-t", "all"]).is_empty());
+}
+
+/// The working directory and the output pattern reach the job.
+#[test]
+fn chdir_and_output_patterns_apply() {
+    let d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("out");
+    let work: PathBuf = d.scratch("work");
+    let job = submit(
+        &d,
+        &dir,
+        "pwd.sh",
+        "#!/bin/sh\n#FLEX -J named -o %x-%j-%u.log\npwd\necho $FLEX_JOB_NAME\n",
+        &["-D", work.to_str().unwrap()],
+    );
+    assert_eq!(d.wait_finished(job).state, JobState::Completed);
+    let user = nix::unistd::User::from_uid(nix::unistd::Uid::effective())
+        .unwrap()
+        .unwrap()
+        .name;
+    let log = std::fs::read_to_string(work.join(format!("named-{job}-{user}.log"))).unwrap();
+    let mut lines = log.lines();
+    assert_eq!(
+        Path::new(lines.next().unwrap()).canonicalize().unwrap(),
+        work.canonicalize().unwrap()
+    );
+    assert_eq!(lines.next().unwrap().trim(), "named");
+}
