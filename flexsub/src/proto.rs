@@ -75,6 +75,10 @@ pub enum Request {
     /// Every leaf of every host and the job holding it.
     LeafMap,
     Ping,
+    /// Internal, from a job's supervisor: the job ended and its status file is written. flexd
+    /// reads the outcome from that file, never from the frame; only root or flexd's own user
+    /// may send it. Answered with [`Response::Pong`].
+    JobEnded { job: JobId },
 }
 
 /// A job's state, with Slurm's names.
