@@ -5,7 +5,7 @@
 use crate::client::Client;
 use crate::error::Error;
 use crate::estimate::{self, Breakdown};
-use crate::options::{Settings, OPTIONS};
+use crate::options::{Key, Settings, OPTIONS};
 use crate::proto::{JobSpec, Request, Response, WouldStart};
 use crate::{script, table};
 use clap::{Arg, ArgAction, ArgMatches, Command};
@@ -34,7 +34,7 @@ pub fn command() -> Command {
                 .allow_hyphen_values(true),
             None => a.action(ArgAction::SetTrue),
         };
-        if o.help.starts_with("Accepted and ignored") {
+        if o.key == Key::Ignored {
             a = a.hide(true);
         }
         cmd = cmd.arg(a);
@@ -71,6 +71,7 @@ pub fn command() -> Command {
         Arg::new("json")
             .long("json")
             .action(ArgAction::SetTrue)
+            .requires("test-only")
             .help("With --test-only: print JSON"),
     )
     .arg(
