@@ -368,3 +368,40 @@ fn estimate_only_prints_the_breakdown_even_without_a_daemon() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(text(&out.stderr).contains("/no/such/model"));
 }
+
+#[test]
+fn the_example_scripts_parse() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../etc/examples");
+    let cases: [(&str, fn(&JobSpec) -> bool); 3] = [
+        ("ddp.sh", |s| {
+            s.request.leaves == Some(4) && s.request.cores_per_leaf == 4
+        }),
+        ("sbatch-only.sh", |s| {
+            s.request.leaves == Some(2) && s.request.leaf_type.as_deref() == Some("1g.5gb")
+        }),
+        ("fraction.sh", |s| {
+            s.request.gpus == Some(0.25) && s.request.leaves.is_none()
+        }),
+    ];
+    for (name, check) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let d = FakeDaemon::start(dir.path(), submitted);
+        let script = examples.join(name);
+        let out = flexsub(&d.path, dir.path(), &[script.to_str().unwrap()]);
+        assert!(out.status.success(), "{name}: {out:?}");
+        let spec = only_spec(d.requests());
+        assert!(check(&spec), "{name}: {:?}", spec.request);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = examples.join("model-memory.sh");
+    let out = flexsub(
+        &dir.path().join("none.sock"),
+        dir.path(),
+        &["--estimate-only", script.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        text(&out.stderr).contains("/models/TinyLlama-1.1B"),
+        "{out:?}"
+    );
+}
