@@ -372,7 +372,8 @@ fn estimate_only_prints_the_breakdown_even_without_a_daemon() {
 #[test]
 fn the_example_scripts_parse() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../etc/examples");
-    let cases: [(&str, fn(&JobSpec) -> bool); 3] = [
+    type Check = fn(&JobSpec) -> bool;
+    let cases: [(&str, Check); 3] = [
         ("ddp.sh", |s| {
             s.request.leaves == Some(4) && s.request.cores_per_leaf == 4
         }),
