@@ -1,0 +1,513 @@
+//! flexd's settings: the commented `etc/flexd.toml` compiled in as the defaults, a config file
+//! over it, command-line flags over both. Unknown keys are warnings, bad values errors that
+//! name the key, the value and where it came from.
+
+use crate::sched::{Policy, PolicyKind};
+use gres_plugin::env::NcclMode;
+use gres_plugin::request::Strategy;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The defaults, and the documentation of every key.
+pub const DEFAULT_CONFIG: &str = include_str!("../../etc/flexd.toml");
+
+/// Per-user and per-request limits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub max_script_bytes: u64,
+    pub max_directives: u32,
+    pub max_queued_per_user: u32,
+    pub max_frame_bytes: u64,
+}
+
+/// Everything flexd is configured with (paths as written; [`crate::paths::Paths`] resolves
+/// them).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    pub topology: PathBuf,
+    pub policy: Policy,
+    pub default_time_limit: Duration,
+    pub max_time_limit: Duration,
+    pub kill_grace: Duration,
+    pub default_cpus_per_leaf: u32,
+    pub nccl: NcclMode,
+    pub slurm_aliases: bool,
+    pub placement: Strategy,
+    pub round_up_fractions: bool,
+    pub keep_finished: Duration,
+    pub limits: Limits,
+}
+
+/// Command-line values that override the files.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub socket: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub topology: Option<PathBuf>,
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {origin}: invalid TOML: {message}")]
+    Syntax { origin: String, message: String },
+    #[error("config file {origin}: {key} = {value}: {message}")]
+    Value {
+        origin: String,
+        key: String,
+        value: String,
+        message: String,
+    },
+}
+
+const BUILT_IN: &str = "(built-in defaults)";
+
+impl Settings {
+    /// The compiled-in defaults.
+    pub fn defaults() -> Settings {
+        Self::from_text(None, &Overrides::default())
+            .expect("the compiled-in etc/flexd.toml is valid")
+            .0
+    }
+
+    /// Load the defaults, then `file` (if any), then the overrides. Returns the settings and
+    /// one warning per unknown key.
+    pub fn load(
+        file: Option<&Path>,
+        overrides: &Overrides,
+    ) -> Result<(Settings, Vec<String>), ConfigError> {
+        let text = match file {
+            None => None,
+            Some(p) => Some((
+                p.display().to_string(),
+                std::fs::read_to_string(p).map_err(|source| ConfigError::Read {
+                    path: p.to_path_buf(),
+                    source,
+                })?,
+            )),
+        };
+        Self::from_text(text.as_ref().map(|(o, t)| (o.as_str(), t.as_str())), overrides)
+    }
+
+    /// Like [`Settings::load`] with the file's text given (origin, text).
+    pub fn from_text(
+        file: Option<(&str, &str)>,
+        overrides: &Overrides,
+    ) -> Result<(Settings, Vec<String>), ConfigError> {
+        let mut table = parse(BUILT_IN, DEFAULT_CONFIG)?;
+        let mut warnings = Vec::new();
+        let mut from_file = BTreeSet::new();
+        let origin = file.map_or(BUILT_IN, |(o, _)| o);
+        if let Some((origin, text)) = file {
+            let user = parse(origin, text)?;
+            merge(&mut table, user, "", origin, &mut warnings, &mut from_file);
+        }
+        let src = Source {
+            table: &table,
+            origin,
+            from_file: &from_file,
+        };
+        let path = |key: &str, o: &Option<PathBuf>| -> Result<PathBuf, ConfigError> {
+            match o {
+                Some(p) => Ok(p.clone()),
+                None => src.string(key).map(PathBuf::from),
+            }
+        };
+        let policy_kind: PolicyKind = src.parsed("policy", |s| s.parse())?;
+        let window = src.int("backfill_window", 0, 1_000_000)?;
+        let max_time_limit = src.duration("max_time_limit", secs(365 * 86400))?;
+        let default_time_limit = src.duration("default_time_limit", max_time_limit)?;
+        let nccl = match src.string("nccl_mode")?.as_str() {
+            "patched" => NcclMode::Patched {
+                lib_dir: src.string("nccl_lib_dir")?.into(),
+            },
+            "upstream" => NcclMode::Upstream,
+            "none" => NcclMode::None,
+            other => {
+                return Err(src.bad(
+                    "nccl_mode",
+                    other,
+                    "must be \"patched\", \"upstream\" or \"none\"",
+                ))
+            }
+        };
+        let settings = Settings {
+            socket: path("socket", &overrides.socket)?,
+            state_dir: path("state_dir", &overrides.state_dir)?,
+            topology: path("topology", &overrides.topology)?,
+            policy: Policy {
+                kind: policy_kind,
+                window: window as usize,
+            },
+            default_time_limit,
+            max_time_limit,
+            kill_grace: src.duration("kill_grace", secs(3600))?,
+            default_cpus_per_leaf: src.int("default_cpus_per_leaf", 1, 1024)? as u32,
+            nccl,
+            slurm_aliases: src.bool("slurm_aliases")?,
+            placement: src.parsed("placement", |s| {
+                Strategy::parse(s).ok_or_else(|| format!("must be one of {:?}", Strategy::NAMES))
+            })?,
+            round_up_fractions: src.bool("round_up_fractions")?,
+            keep_finished: src.duration("keep_finished", secs(30 * 86400))?,
+            limits: Limits {
+                max_script_bytes: src.size("limits.max_script_bytes", 64 << 20)?,
+                max_directives: src.int("limits.max_directives", 1, 100_000)? as u32,
+                max_queued_per_user: src.int("limits.max_queued_per_user", 1, 10_000_000)?
+                    as u32,
+                max_frame_bytes: src.size("limits.max_frame_bytes", 1 << 30)?,
+            },
+        };
+        for (key, p) in [
+            ("socket", &settings.socket),
+            ("state_dir", &settings.state_dir),
+            ("topology", &settings.topology),
+        ] {
+            if p.as_os_str().is_empty() {
+                return Err(src.bad(key, "\"\"", "must not be empty"));
+            }
+        }
+        Ok((settings, warnings))
+    }
+
+    /// What differs between two settings, one line per key, for the log after a reload.
+    pub fn changes(&self, new: &Settings) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut diff = |key: &str, a: String, b: String| {
+            if a != b {
+                out.push(format!("{key}: {a} -> {b}"));
+            }
+        };
+        diff("socket", show(&self.socket), show(&new.socket));
+        diff("state_dir", show(&self.state_dir), show(&new.state_dir));
+        diff("topology", show(&self.topology), show(&new.topology));
+        diff(
+            "policy",
+            format!("{:?}", self.policy.kind),
+            format!("{:?}", new.policy.kind),
+        );
+        diff(
+            "backfill_window",
+            self.policy.window.to_string(),
+            new.policy.window.to_string(),
+        );
+        let d = |d: Duration| humantime::format_duration(d).to_string();
+        diff(
+            "default_time_limit",
+            d(self.default_time_limit),
+            d(new.default_time_limit),
+        );
+        diff("max_time_limit", d(self.max_time_limit), d(new.max_time_limit));
+        diff("kill_grace", d(self.kill_grace), d(new.kill_grace));
+        diff("keep_finished", d(self.keep_finished), d(new.keep_finished));
+        diff(
+            "default_cpus_per_leaf",
+            self.default_cpus_per_leaf.to_string(),
+            new.default_cpus_per_leaf.to_string(),
+        );
+        diff(
+            "nccl_mode",
+            format!("{:?}", self.nccl),
+            format!("{:?}", new.nccl),
+        );
+        diff(
+            "slurm_aliases",
+            self.slurm_aliases.to_string(),
+            new.slurm_aliases.to_string(),
+        );
+        diff(
+            "placement",
+            self.placement.to_string(),
+            new.placement.to_string(),
+        );
+        diff(
+            "round_up_fractions",
+            self.round_up_fractions.to_string(),
+            new.round_up_fractions.to_string(),
+        );
+        diff(
+            "limits",
+            format!("{:?}", self.limits),
+            format!("{:?}", new.limits),
+        );
+        out
+    }
+}
+
+fn show(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn parse(origin: &str, text: &str) -> Result<toml::Table, ConfigError> {
+    text.parse().map_err(|e: toml::de::Error| ConfigError::Syntax {
+        origin: origin.to_string(),
+        message: e.to_string().trim_end().to_string(),
+    })
+}
+
+/// Lay `user` over `base`: known keys replace, tables merge, unknown keys become warnings.
+fn merge(
+    base: &mut toml::Table,
+    user: toml::Table,
+    prefix: &str,
+    origin: &str,
+    warnings: &mut Vec<String>,
+    from_file: &mut BTreeSet<String>,
+) {
+    for (k, v) in user {
+        let full = format!("{prefix}{k}");
+        match (base.get_mut(&k), v) {
+            (None, _) => warnings.push(format!("{origin}: unknown key `{full}` is ignored")),
+            (Some(toml::Value::Table(b)), toml::Value::Table(u)) => {
+                merge(b, u, &format!("{full}."), origin, warnings, from_file)
+            }
+            (Some(toml::Value::Table(_)), _) => warnings.push(format!(
+                "{origin}: `{full}` must be a table ([{full}]); ignored"
+            )),
+            (Some(slot), v) => {
+                from_file.insert(full);
+                *slot = v;
+            }
+        }
+    }
+}
+
+/// Typed lookups into the merged table, with errors naming the key's origin.
+struct Source<'a> {
+    table: &'a toml::Table,
+    origin: &'a str,
+    from_file: &'a BTreeSet<String>,
+}
+
+impl Source<'_> {
+    fn get(&self, key: &str) -> &toml::Value {
+        let mut t = self.table;
+        let mut parts = key.split('.').peekable();
+        while let Some(p) = parts.next() {
+            let v = t
+                .get(p)
+                .unwrap_or_else(|| panic!("etc/flexd.toml documents `{key}`"));
+            if parts.peek().is_none() {
+                return v;
+            }
+            t = v
+                .as_table()
+                .unwrap_or_else(|| panic!("etc/flexd.toml: `{p}` is a table"));
+        }
+        unreachable!("keys are not empty")
+    }
+
+    fn bad(&self, key: &str, value: &str, message: &str) -> ConfigError {
+        let origin = if self.from_file.contains(key) {
+            self.origin
+        } else {
+            BUILT_IN
+        };
+        ConfigError::Value {
+            origin: origin.to_string(),
+            key: key.to_string(),
+            value: value.to_string(),
+            message: message.to_string(),
+        }
+    }
+
+    fn string(&self, key: &str) -> Result<String, ConfigError> {
+        match self.get(key) {
+            toml::Value::String(s) => Ok(s.clone()),
+            v => Err(self.bad(key, &v.to_string(), "must be a string")),
+        }
+    }
+
+    fn parsed<T>(
+        &self,
+        key: &str,
+        f: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Result<T, ConfigError> {
+        let s = self.string(key)?;
+        f(&s).map_err(|m| self.bad(key, &format!("{s:?}"), &m))
+    }
+
+    fn bool(&self, key: &str) -> Result<bool, ConfigError> {
+        match self.get(key) {
+            toml::Value::Boolean(b) => Ok(*b),
+            v => Err(self.bad(key, &v.to_string(), "must be true or false")),
+        }
+    }
+
+    fn int(&self, key: &str, min: i64, max: i64) -> Result<i64, ConfigError> {
+        match self.get(key) {
+            toml::Value::Integer(i) if (min..=max).contains(i) => Ok(*i),
+            toml::Value::Integer(i) => Err(self.bad(
+                key,
+                &i.to_string(),
+                &format!("must be between {min} and {max}"),
+            )),
+            v => Err(self.bad(key, &v.to_string(), "must be an integer")),
+        }
+    }
+
+    fn duration(&self, key: &str, max: Duration) -> Result<Duration, ConfigError> {
+        let d = self.parsed(key, |s| {
+            humantime::parse_duration(s).map_err(|e| format!("not a duration ({e})"))
+        })?;
+        if d.is_zero() || d > max {
+            return Err(self.bad(
+                key,
+                &format!("{:?}", humantime::format_duration(d).to_string()),
+                &format!(
+                    "must be more than 0 and at most {}",
+                    humantime::format_duration(max)
+                ),
+            ));
+        }
+        Ok(d)
+    }
+
+    fn size(&self, key: &str, max: u64) -> Result<u64, ConfigError> {
+        let v = self.get(key);
+        let n = match v {
+            toml::Value::Integer(i) if *i >= 0 => *i as u64,
+            toml::Value::String(s) => {
+                parse_size(s).map_err(|m| self.bad(key, &format!("{s:?}"), &m))?
+            }
+            v => {
+                return Err(self.bad(
+                    key,
+                    &v.to_string(),
+                    "must be a number of bytes or a size such as \"4 MiB\"",
+                ))
+            }
+        };
+        if n == 0 || n > max {
+            return Err(self.bad(
+                key,
+                &v.to_string(),
+                &format!("must be more than 0 and at most {max} bytes"),
+            ));
+        }
+        Ok(n)
+    }
+}
+
+/// "4 MiB", "512KiB", "1GB", "100" (bytes).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let num: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (a number and a unit such as MiB)"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1000,
+        "kib" => 1 << 10,
+        "m" | "mb" => 1000 * 1000,
+        "mib" => 1 << 20,
+        "g" | "gb" => 1000 * 1000 * 1000,
+        "gib" => 1 << 30,
+        u => return Err(format!("unknown size unit {u:?} (B, KB, KiB, MB, MiB, GB, GiB)")),
+    };
+    Ok((num * mult as f64).round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compiled_in_defaults_are_the_documented_ones() {
+        let s = Settings::defaults();
+        assert_eq!(s.socket, PathBuf::from("/tmp/flexd.sock"));
+        assert_eq!(s.state_dir, PathBuf::from("flex-state"));
+        assert_eq!(s.topology, PathBuf::from("a100-40gb-x2.toml"));
+        assert_eq!(s.policy, Policy::backfill(14));
+        assert_eq!(s.kill_grace, Duration::from_secs(30));
+        assert_eq!(s.default_cpus_per_leaf, 1);
+        assert_eq!(s.nccl, NcclMode::Upstream);
+        assert_eq!(s.placement, Strategy::BestFit);
+        assert_eq!(s.limits.max_script_bytes, 4 << 20);
+        assert_eq!(s.limits.max_frame_bytes, 16 << 20);
+    }
+
+    #[test]
+    fn a_file_overrides_keys_and_unknown_keys_warn() {
+        let file = "policy = \"fifo\"\nbogus = 1\nnccl_mode = \"patched\"\n\
+                    nccl_lib_dir = \"/x\"\n[limits]\nmax_queued_per_user = 5\nwhat = 2\n";
+        let (s, w) = Settings::from_text(Some(("/etc/f.toml", file)), &Overrides::default())
+            .unwrap();
+        assert_eq!(s.policy.kind, PolicyKind::Fifo);
+        assert_eq!(s.limits.max_queued_per_user, 5);
+        assert_eq!(s.nccl, NcclMode::Patched { lib_dir: "/x".into() });
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("/etc/f.toml") && w[0].contains("`bogus`"));
+        assert!(w[1].contains("`limits.what`"));
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let o = Overrides {
+            socket: Some("/s".into()),
+            ..Overrides::default()
+        };
+        let (s, _) = Settings::from_text(Some(("f", "socket = \"/t\"")), &o).unwrap();
+        assert_eq!(s.socket, PathBuf::from("/s"));
+    }
+
+    #[test]
+    fn bad_values_name_key_value_and_file() {
+        let cases = [
+            ("kill_grace = \"soon\"", "kill_grace"),
+            ("kill_grace = \"2h\"", "at most 1h"),
+            ("backfill_window = -1", "between 0 and 1000000"),
+            ("policy = \"lottery\"", "unknown policy"),
+            ("placement = \"random\"", "memory-optimized"),
+            ("[limits]\nmax_frame_bytes = \"2 GiB\"", "limits.max_frame_bytes"),
+            ("slurm_aliases = \"yes\"", "true or false"),
+            ("default_time_limit = \"400days\"", "default_time_limit"),
+        ];
+        for (text, want) in cases {
+            let e = Settings::from_text(Some(("/c.toml", text)), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("/c.toml") && e.contains(want), "{text}: {e}");
+        }
+        let e = Settings::from_text(Some(("/c.toml", "x = ")), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("invalid TOML"), "{e}");
+    }
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("4 MiB"), Ok(4 << 20));
+        assert_eq!(parse_size("512KiB"), Ok(512 << 10));
+        assert_eq!(parse_size("1GB"), Ok(1_000_000_000));
+        assert_eq!(parse_size("100"), Ok(100));
+        assert!(parse_size("4 parsecs").is_err());
+    }
+
+    #[test]
+    fn changes_list_what_a_reload_changed() {
+        let a = Settings::defaults();
+        let mut b = a.clone();
+        b.policy = Policy::fifo();
+        b.kill_grace = Duration::from_secs(5);
+        let c = a.changes(&b);
+        assert_eq!(c.len(), 2, "{c:?}");
+        assert!(c[0].starts_with("policy: Backfill -> Fifo"));
+    }
+}

@@ -1,0 +1,331 @@
+//! Starting and stopping flexd: settings, paths, the host model, the database and recovery of
+//! the jobs that ran while flexd was down, then the socket, the scheduling loop and signals
+//! (SIGHUP reloads the config; SIGTERM/SIGINT stop flexd, its jobs keep running).
+
+use crate::config::{ConfigError, Overrides, Settings};
+use crate::exec::affinity::CpuMap;
+use crate::exec::files::{self};
+use crate::exec::launch::{LaunchMsg, Launcher};
+use crate::paths::Paths;
+use crate::sched::{Cluster, ClusterConfig};
+use crate::server::{self, unix_now, Core, Shared};
+use crate::state::{Found, Signaller, State};
+use crate::store::{self, writer::Writer, StoreError};
+use gres_plugin::JobId;
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+/// How flexd was started.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The config file (`--config` or FLEX_CONFIG); None: the compiled-in defaults only.
+    pub config: Option<PathBuf>,
+    pub overrides: Overrides,
+    /// Use the topology file even when NVML finds GPUs.
+    pub force_topology: bool,
+}
+
+/// Why flexd could not start. Each maps to an exit code (documented in flexd --help).
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("another flexd answers on {0}")]
+    AlreadyRunning(PathBuf),
+    #[error("another flexd uses the state directory {0} (it holds {0}/flexd.lock)")]
+    StateLocked(PathBuf),
+    #[error("{path} exists and is not a socket; refusing to replace it")]
+    NotASocket { path: PathBuf },
+    #[error("host model: {0}")]
+    Topology(#[from] gres_plugin::probe::ProbeError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl DaemonError {
+    /// The process exit code: 2 configuration, 3 already running, 4 host model, 5 database,
+    /// 1 anything else.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            DaemonError::Config(_) => 2,
+            DaemonError::AlreadyRunning(_) | DaemonError::StateLocked(_) => 3,
+            DaemonError::Topology(_) => 4,
+            DaemonError::Store(_) => 5,
+            DaemonError::NotASocket { .. } | DaemonError::Io { .. } => 1,
+        }
+    }
+}
+
+fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> DaemonError + 'a {
+    move |source| DaemonError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Signals through the kernel: to supervisors by pid, to a job's group by the pgid its
+/// supervisor wrote in the run file.
+struct KernelSignaller {
+    run_dir: PathBuf,
+}
+
+impl Signaller for KernelSignaller {
+    fn supervisor(&self, pid: u32, signal: i32) -> Result<(), String> {
+        let sig = Signal::try_from(signal).map_err(|e| e.to_string())?;
+        kill(Pid::from_raw(pid as i32), sig)
+            .map_err(|e| format!("cannot signal supervisor {pid}: {e}"))
+    }
+
+    fn job_group(&self, job: JobId, signal: i32) -> Result<(), String> {
+        let sig = Signal::try_from(signal).map_err(|e| e.to_string())?;
+        let pgid = files::read_run(&self.run_dir, job)?
+            .and_then(|r| r.job_pgid)
+            .ok_or_else(|| format!("job {job} is still starting; try again"))?;
+        killpg(Pid::from_raw(pgid), sig).map_err(|e| format!("cannot signal job {job}: {e}"))
+    }
+}
+
+/// Run flexd in the foreground until SIGTERM or SIGINT.
+pub fn run(opts: Options) -> Result<(), DaemonError> {
+    let (settings, warnings) = Settings::load(opts.config.as_deref(), &opts.overrides)?;
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    let cwd = std::env::current_dir().map_err(io("working directory", Path::new(".")))?;
+    let paths = Paths::resolve(&settings, &cwd);
+    for dir in [&paths.state_dir, &paths.run_dir] {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io("cannot create", dir))?;
+    }
+    let lock = lock_state_dir(&paths)?;
+    check_socket(&paths.socket)?;
+
+    let found = gres_plugin::probe::discover(&paths.topology, opts.force_topology)?;
+    tracing::info!(
+        "host model from {}: {} GPUs, {} leaves, {} cores",
+        found.source,
+        found.host.gpus.len(),
+        found.host.leaves.len(),
+        found.host.cores.len()
+    );
+    let model_cores: Vec<u32> = found.host.cores.iter().map(|c| c.id.0).collect();
+    let (cpus, note) = CpuMap::detect(&model_cores);
+    if let Some(n) = note {
+        tracing::warn!("{n}");
+    }
+    let cluster = Cluster::new(
+        vec![found.host],
+        ClusterConfig {
+            default_strategy: settings.placement,
+            round_up_fractions: settings.round_up_fractions,
+        },
+    );
+
+    let conn = store::open(&paths.db)?;
+    let now = unix_now();
+    let rows = store::load_jobs(&conn, now.saturating_sub(settings.keep_finished.as_secs()))?;
+    let (writer, _writer_thread) = Writer::spawn(conn);
+    let mut state = State::new(
+        cluster,
+        cpus,
+        Box::new(KernelSignaller {
+            run_dir: paths.run_dir.clone(),
+        }),
+        nix::unistd::geteuid().as_raw(),
+    );
+    let run_dir = paths.run_dir.clone();
+    state.recover(
+        rows,
+        now,
+        |row| find(&run_dir, row.id, row.supervisor_pid),
+        |row| server::kill_leftovers(&run_dir, row.id),
+    );
+    let (launch_tx, launch_rx) = mpsc::channel();
+    let shared = Arc::new(Shared::new(
+        Core { settings, state },
+        writer,
+        launch_tx,
+        paths.run_dir.clone(),
+    ));
+    shared.with_core(|_| ());
+    let launcher = Launcher {
+        exe: std::env::current_exe().map_err(io("own executable", Path::new("/proc/self/exe")))?,
+        db: paths.db.clone(),
+        run_dir: paths.run_dir.clone(),
+        socket: paths.socket.clone(),
+    };
+    launcher.spawn(launch_rx, shared.clone())?;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("flexd")
+        .build()
+        .map_err(io("tokio runtime", Path::new("-")))?;
+    let r = rt.block_on(serve(shared, &paths, &opts));
+    drop(lock);
+    r
+}
+
+/// What became of a job that was running when flexd stopped.
+fn find(run_dir: &Path, job: JobId, recorded: Option<u32>) -> Found {
+    if let Ok(Some(s)) = files::read_status(run_dir, job) {
+        return Found::Ended(s);
+    }
+    if let Some(pid) = files::find_supervisor(run_dir, job, recorded) {
+        return Found::Alive(pid);
+    }
+    // It may have written its status between the two looks.
+    match files::read_status(run_dir, job) {
+        Ok(Some(s)) => Found::Ended(s),
+        _ => Found::Gone,
+    }
+}
+
+/// Hold an exclusive lock on the state directory for flexd's lifetime.
+fn lock_state_dir(paths: &Paths) -> Result<nix::fcntl::Flock<std::fs::File>, DaemonError> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&paths.lock)
+        .map_err(io("cannot open", &paths.lock))?;
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|_| DaemonError::StateLocked(paths.state_dir.clone()))
+}
+
+/// Refuse to start when another flexd answers on the socket; remove a stale socket file.
+fn check_socket(path: &Path) -> Result<(), DaemonError> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io("cannot inspect", path)(e)),
+        Ok(m) if !m.file_type().is_socket() => {
+            return Err(DaemonError::NotASocket {
+                path: path.to_path_buf(),
+            })
+        }
+        Ok(_) => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(DaemonError::AlreadyRunning(path.to_path_buf()));
+            }
+            tracing::info!("removing the stale socket {}", path.display());
+            std::fs::remove_file(path).map_err(io("cannot remove", path))?;
+        }
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .map_err(io("cannot create", dir))?;
+    }
+    Ok(())
+}
+
+async fn serve(shared: Arc<Shared>, paths: &Paths, opts: &Options) -> Result<(), DaemonError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let listener = tokio::net::UnixListener::bind(&paths.socket).map_err(io("cannot bind", &paths.socket))?;
+    // Everyone may connect; who they are comes from SO_PEERCRED.
+    std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o666))
+        .map_err(io("cannot chmod", &paths.socket))?;
+    let sig = |k: SignalKind| signal(k).map_err(io("signal handler", Path::new("-")));
+    let (mut hup, mut term, mut int) = (
+        sig(SignalKind::hangup())?,
+        sig(SignalKind::terminate())?,
+        sig(SignalKind::interrupt())?,
+    );
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let sched = tokio::spawn(server::schedule_loop(shared.clone(), stop_rx));
+    tracing::info!(
+        "flexd {} listening on {} (state in {})",
+        env!("CARGO_PKG_VERSION"),
+        paths.socket.display(),
+        paths.state_dir.display()
+    );
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, _)) => {
+                    tokio::spawn(server::serve(shared.clone(), stream));
+                }
+                Err(e) => {
+                    tracing::warn!("accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
+            _ = hup.recv() => reload(&shared, opts),
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+    tracing::info!("stopping: no new connections; running jobs keep running");
+    drop(listener);
+    let _ = std::fs::remove_file(&paths.socket);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while shared.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let _ = stop_tx.send(true);
+    let _ = sched.await;
+    // Every start is committed and handed to the launcher; let it finish them, then commit
+    // what the launches recorded.
+    shared.barrier().await;
+    let (done_tx, done_rx) = mpsc::channel();
+    if shared.launch_tx.send(LaunchMsg::Stop(done_tx)).is_ok() {
+        let _ = tokio::task::spawn_blocking(move || done_rx.recv_timeout(Duration::from_secs(30)))
+            .await;
+    }
+    shared.barrier().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// SIGHUP: read the config file again; keep the old settings when it is bad.
+fn reload(shared: &Shared, opts: &Options) {
+    let old = shared.settings();
+    match Settings::load(opts.config.as_deref(), &opts.overrides) {
+        Err(e) => tracing::error!("reload failed, keeping the current settings: {e}"),
+        Ok((mut new, warnings)) => {
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
+            for (key, fixed) in [
+                ("socket", &mut new.socket),
+                ("state_dir", &mut new.state_dir),
+                ("topology", &mut new.topology),
+            ] {
+                let was = match key {
+                    "socket" => &old.socket,
+                    "state_dir" => &old.state_dir,
+                    _ => &old.topology,
+                };
+                if fixed != was {
+                    tracing::warn!("reload: {key} changes only when flexd restarts");
+                    *fixed = was.clone();
+                }
+            }
+            let changes = old.changes(&new);
+            if changes.is_empty() {
+                tracing::info!("reload: nothing changed");
+            }
+            for c in changes {
+                tracing::info!("reload: {c}");
+            }
+            shared.set_settings(new);
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! flexd's side of starting a job: a thread that, for each job whose start is committed,
+//! reads its script and environment from the database, builds the job's environment
+//! (`gres_plugin::env::job_env`), picks its MASTER_PORT and starts its supervisor.
+
+use super::{expand_pattern, LaunchSpec};
+use crate::store::{self, StoreError};
+use gres_plugin::env::{job_env, EnvUnit, JobEnvInput, NcclMode};
+use gres_plugin::JobId;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+/// A job to start, decided by a scheduling pass and committed as RUNNING.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    pub job: JobId,
+    pub host: String,
+    pub units: Vec<EnvUnit>,
+    /// The model's cores, `cores_per_unit` per unit in unit order.
+    pub cores: Vec<u32>,
+    pub cores_per_unit: u32,
+    /// The CPUs to bind to (see [`super::affinity::CpuMap`]).
+    pub bind_cpus: Vec<u32>,
+    pub time_limit_s: u64,
+    pub kill_grace: Duration,
+    pub nccl: NcclMode,
+    pub slurm_aliases: bool,
+}
+
+/// What the launcher reports back.
+pub trait LaunchSink: Send + Sync {
+    /// The supervisor of `job` runs as `pid`; the job's rendezvous port is `master_port`.
+    fn launched(&self, job: JobId, pid: u32, master_port: u16);
+    /// The job could not be started; `why` is shown to its user.
+    fn failed(&self, job: JobId, why: String);
+}
+
+pub enum LaunchMsg {
+    Launch(Box<Launch>),
+    /// Finish the launches before this one, then answer and stop.
+    Stop(mpsc::Sender<()>),
+}
+
+/// Where supervisors come from and report to.
+#[derive(Clone, Debug)]
+pub struct Launcher {
+    /// flexd's own binary (re-executed as `flexd supervise`).
+    pub exe: PathBuf,
+    pub db: PathBuf,
+    pub run_dir: PathBuf,
+    pub socket: PathBuf,
+}
+
+impl Launcher {
+    /// Start the launcher thread on `rx`.
+    pub fn spawn(
+        self,
+        rx: mpsc::Receiver<LaunchMsg>,
+        sink: Arc<dyn LaunchSink>,
+    ) -> Result<std::thread::JoinHandle<()>, StoreError> {
+        let conn = store::open_reader(&self.db)?;
+        let handle = std::thread::Builder::new()
+            .name("flexd-launcher".into())
+            .spawn(move || {
+                for msg in rx {
+                    match msg {
+                        LaunchMsg::Launch(l) => match self.launch(&conn, &l) {
+                            Ok((pid, port)) => sink.launched(l.job, pid, port),
+                            Err(why) => {
+                                tracing::warn!("job {}: cannot start: {why}", l.job);
+                                sink.failed(l.job, why)
+                            }
+                        },
+                        LaunchMsg::Stop(done) => {
+                            let _ = done.send(());
+                            break;
+                        }
+                    }
+                }
+            })
+            .expect("spawn the launcher thread");
+        Ok(handle)
+    }
+
+    fn launch(&self, conn: &rusqlite::Connection, l: &Launch) -> Result<(u32, u16), String> {
+        let row = store::launch_row(conn, l.job)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("job {} is not in the database", l.job))?;
+        let port = free_port().map_err(|e| format!("cannot find a free TCP port: {e}"))?;
+        let submit_dir = row.submit_dir.display().to_string();
+        let mut env = row.env;
+        env.extend(job_env(&JobEnvInput {
+            job_id: l.job.0,
+            name: &row.name,
+            submit_dir: &submit_dir,
+            host: &l.host,
+            units: &l.units,
+            cores: &l.cores,
+            cores_per_unit: l.cores_per_unit,
+            master_port: port,
+            nccl: &l.nccl,
+            slurm_aliases: l.slurm_aliases,
+        }));
+        env.push(("MASTER_PORT".into(), port.to_string()));
+        let expand = |p: &str| expand_pattern(p, l.job.0, &row.name, &row.user);
+        let spec = LaunchSpec {
+            job: l.job.0,
+            uid: row.uid,
+            gid: row.gid,
+            user: row.user.clone(),
+            workdir: row.workdir,
+            script: row.script,
+            args: row.args,
+            env,
+            stdout: expand(row.stdout.as_deref().unwrap_or("flex-%j.out")),
+            stderr: row.stderr.as_deref().map(expand),
+            cpus: l.bind_cpus.clone(),
+            time_limit_s: l.time_limit_s,
+            kill_grace_ms: l.kill_grace.as_millis() as u64,
+            socket: self.socket.clone(),
+        };
+        let pid = self.start_supervisor(&spec)?;
+        tracing::info!("job {}: started, supervisor pid {pid}", l.job);
+        Ok((pid, port))
+    }
+
+    /// Run `flexd supervise`, hand it the spec on stdin, read the detached supervisor's pid.
+    fn start_supervisor(&self, spec: &LaunchSpec) -> Result<u32, String> {
+        let mut child = Command::new(&self.exe)
+            .arg("supervise")
+            .arg("--job")
+            .arg(spec.job.to_string())
+            .arg("--run-dir")
+            .arg(&self.run_dir)
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot run {} supervise: {e}", self.exe.display()))?;
+        let body = serde_json::to_vec(spec).expect("launch specs serialize");
+        let wrote = child
+            .stdin
+            .take()
+            .expect("piped stdin")
+            .write_all(&body);
+        let mut out = String::new();
+        let read = child
+            .stdout
+            .take()
+            .expect("piped stdout")
+            .read_to_string(&mut out);
+        let status = child.wait().map_err(|e| format!("waiting for the supervisor: {e}"))?;
+        if !status.success() {
+            return Err(format!("the supervisor failed to start ({status})"));
+        }
+        wrote.map_err(|e| format!("cannot hand the job to its supervisor: {e}"))?;
+        read.map_err(|e| format!("cannot read the supervisor's pid: {e}"))?;
+        out.trim()
+            .parse()
+            .map_err(|_| format!("the supervisor printed {:?}, not its pid", out.trim()))
+    }
+}
+
+/// A TCP port free on 127.0.0.1 right now, for the job's rendezvous.
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}

@@ -1,0 +1,107 @@
+//! Running jobs. Each job runs under its own supervisor: flexd re-executes its own binary as
+//! `flexd supervise --job N --run-dir DIR`, which detaches (setsid, then a fork whose parent
+//! exits), so the supervisor is neither flexd's child nor in its process group or session and
+//! outlives it. The supervisor drops to the submitting user in the job's process only, binds
+//! its cores, enforces its time limit, and records the end in a status file before telling
+//! flexd.
+//!
+//! - [`launch`]: flexd's side (a thread that starts supervisors).
+//! - [`supervisor`]: the supervisor process.
+//! - [`files`]: the run and status files between them.
+//! - [`affinity`]: model cores to real CPUs.
+
+pub mod affinity;
+pub mod files;
+pub mod launch;
+pub mod supervisor;
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Everything a supervisor needs, sent on its stdin (never on its command line or in a file:
+/// it holds the job's script and environment).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchSpec {
+    pub job: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub user: String,
+    pub workdir: PathBuf,
+    pub script: String,
+    pub args: Vec<String>,
+    /// The complete environment of the job's first process.
+    pub env: Vec<(String, String)>,
+    /// Output paths after pattern expansion, relative to the working directory unless absolute.
+    pub stdout: String,
+    /// None: stderr goes to the stdout file.
+    pub stderr: Option<String>,
+    /// CPUs to bind the job to; empty: leave the affinity alone.
+    pub cpus: Vec<u32>,
+    pub time_limit_s: u64,
+    pub kill_grace_ms: u64,
+    /// flexd's socket, to say the job ended.
+    pub socket: PathBuf,
+}
+
+/// Expand `%j` (job id), `%x` (job name), `%u` (user) and `%%` in an output path pattern.
+pub fn expand_pattern(pattern: &str, job: u64, name: &str, user: &str) -> String {
+    let mut out = String::with_capacity(pattern.len() + 8);
+    let mut it = pattern.chars();
+    while let Some(c) = it.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('j') => out.push_str(&job.to_string()),
+            Some('x') => out.push_str(name),
+            Some('u') => out.push_str(user),
+            Some('%') => out.push('%'),
+            Some(o) => {
+                out.push('%');
+                out.push(o);
+            }
+            None => out.push('%'),
+        }
+    }
+    out
+}
+
+/// The interpreter line of a script: the program and its optional single argument, as the
+/// kernel reads `#!`; `/bin/sh` when the script has none.
+pub fn interpreter(script: &str) -> (String, Option<String>) {
+    let Some(line) = script.strip_prefix("#!") else {
+        return ("/bin/sh".into(), None);
+    };
+    let line = line.lines().next().unwrap_or("").trim();
+    match line.split_once([' ', '\t']) {
+        _ if line.is_empty() => ("/bin/sh".into(), None),
+        Some((prog, arg)) => (prog.to_string(), Some(arg.trim().to_string())),
+        None => (line.to_string(), None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_expand() {
+        assert_eq!(
+            expand_pattern("out/%x-%j.%u.log", 7, "train", "ana"),
+            "out/train-7.ana.log"
+        );
+        assert_eq!(expand_pattern("100%%-%q%", 1, "", ""), "100%-%q%");
+    }
+
+    #[test]
+    fn interpreters_read_like_the_kernel() {
+        assert_eq!(interpreter("echo hi\n"), ("/bin/sh".into(), None));
+        assert_eq!(interpreter("#!/bin/bash\nx"), ("/bin/bash".into(), None));
+        assert_eq!(
+            interpreter("#! /usr/bin/env  python3 -u\n"),
+            ("/usr/bin/env".into(), Some("python3 -u".into()))
+        );
+        assert_eq!(interpreter("#!\n"), ("/bin/sh".into(), None));
+    }
+}

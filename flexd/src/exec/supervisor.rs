@@ -1,0 +1,439 @@
+//! The supervisor: `flexd supervise --job N --run-dir DIR`, with the [`LaunchSpec`] on stdin.
+//!
+//! 1. Reads the spec, leaves flexd's session (setsid) and forks; the parent prints the
+//!    supervisor's pid for flexd and exits, so the supervisor is re-parented away from flexd.
+//! 2. Starts the job in its own process group. Only the job's process drops privileges
+//!    (groups, gid, uid), enters the working directory and creates its output files as the
+//!    user (O_NOFOLLOW: no writing through a planted symlink); the supervisor stays privileged
+//!    to write the status file. The script is passed in a memfd, so it is readable by the job
+//!    without lying on disk.
+//! 3. Waits for the job, its time limit (SIGTERM to the group, SIGKILL after the grace) or
+//!    SIGTERM from flexd (cancel: the same), then kills what is left of the group.
+//! 4. Writes the status file durably, then tells flexd (if it is up) over its socket.
+//!
+//! It must stay single-threaded until the job is spawned: it forks.
+
+use super::files::{write_atomic, RunFile, StatusFile};
+use super::{interpreter, LaunchSpec};
+use crate::paths::{run_file, status_file};
+use flexsub::proto::{self, Hello, JobState, Request, Response};
+use gres_plugin::JobId;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::{Gid, Pid, Uid};
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The `supervise` subcommand; returns the process exit code.
+pub fn main(job: u64, run_dir: &Path) -> i32 {
+    let mut input = Vec::new();
+    if let Err(e) = std::io::stdin().read_to_end(&mut input) {
+        eprintln!("flexd supervise: job {job}: cannot read the launch spec: {e}");
+        return 2;
+    }
+    let spec: LaunchSpec = match serde_json::from_slice(&input) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("flexd supervise: job {job}: bad launch spec: {e}");
+            return 2;
+        }
+    };
+    if spec.job != job {
+        eprintln!(
+            "flexd supervise: launch spec is for job {}, not {job}",
+            spec.job
+        );
+        return 2;
+    }
+    if let Err(e) = nix::unistd::setsid() {
+        eprintln!("flexd supervise: job {job}: setsid: {e}");
+        return 2;
+    }
+    // SAFETY: nothing in this process has started a thread yet.
+    match unsafe { nix::unistd::fork() } {
+        Err(e) => {
+            eprintln!("flexd supervise: job {job}: fork: {e}");
+            2
+        }
+        Ok(nix::unistd::ForkResult::Parent { child }) => {
+            println!("{child}");
+            let _ = std::io::stdout().flush();
+            0
+        }
+        Ok(nix::unistd::ForkResult::Child) => {
+            detach_stdio();
+            let status = supervise(&spec, run_dir);
+            let path = status_file(run_dir, JobId(job));
+            let body = serde_json::to_vec(&status).expect("status serializes");
+            if write_atomic(&path, &body, true).is_err() {
+                return 3;
+            }
+            let _ = notify(&spec.socket, JobId(job));
+            0
+        }
+    }
+}
+
+/// Point stdin, stdout and stderr at /dev/null so flexd's pipes close and nothing follows the
+/// supervisor into a journal that may be gone.
+fn detach_stdio() {
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        for fd in 0..3 {
+            // SAFETY: dup2 onto the standard descriptors of this single-threaded process.
+            unsafe {
+                libc::dup2(null.as_raw_fd(), fd);
+            }
+        }
+    }
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn ended(spec: &LaunchSpec, state: JobState, note: Option<String>) -> StatusFile {
+    StatusFile {
+        job: spec.job,
+        state,
+        exit_code: None,
+        signal: None,
+        end_time: now_s(),
+        note,
+    }
+}
+
+fn write_run(run_dir: &Path, spec: &LaunchSpec, pgid: Option<i32>) {
+    let run = RunFile {
+        job: spec.job,
+        supervisor_pid: std::process::id(),
+        job_pgid: pgid,
+        uid: spec.uid,
+    };
+    let body = serde_json::to_vec(&run).expect("run file serializes");
+    let _ = write_atomic(&run_file(run_dir, JobId(spec.job)), &body, false);
+}
+
+/// Run the job to its end.
+fn supervise(spec: &LaunchSpec, run_dir: &Path) -> StatusFile {
+    let term = Arc::new(AtomicBool::new(false));
+    let wake = match UnixStream::pair() {
+        Ok(p) => p,
+        Err(e) => return ended(spec, JobState::Failed, Some(format!("socketpair: {e}"))),
+    };
+    let _ = wake.0.set_nonblocking(true);
+    let _ = wake.1.set_nonblocking(true);
+    let registered = signal_hook::flag::register(libc::SIGTERM, term.clone())
+        .and_then(|_| wake.1.try_clone())
+        .and_then(|w| signal_hook::low_level::pipe::register(libc::SIGTERM, w))
+        .and_then(|_| wake.1.try_clone())
+        .and_then(|w| signal_hook::low_level::pipe::register(libc::SIGCHLD, w));
+    if let Err(e) = registered {
+        return ended(spec, JobState::Failed, Some(format!("signal handlers: {e}")));
+    }
+    write_run(run_dir, spec, None);
+    if term.load(Ordering::SeqCst) {
+        return ended(
+            spec,
+            JobState::Cancelled,
+            Some("cancelled before it started".into()),
+        );
+    }
+    let mut child = match spawn_job(spec) {
+        Ok(c) => c,
+        Err(note) => return ended(spec, JobState::Failed, Some(note)),
+    };
+    let pgid = child.id() as i32;
+    write_run(run_dir, spec, Some(pgid));
+    let (state, status) = watch(spec, &mut child, &term, &wake.0);
+    // Whatever the first process left behind in its group goes with it.
+    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    let state = state.unwrap_or(if status.code() == Some(0) {
+        JobState::Completed
+    } else {
+        JobState::Failed
+    });
+    StatusFile {
+        job: spec.job,
+        state,
+        exit_code: status.code(),
+        signal: status.signal(),
+        end_time: now_s(),
+        note: None,
+    }
+}
+
+/// Wait for the job; returns CANCELLED or TIMEOUT when the supervisor ended it.
+fn watch(
+    spec: &LaunchSpec,
+    child: &mut Child,
+    term: &AtomicBool,
+    wake: &UnixStream,
+) -> (Option<JobState>, std::process::ExitStatus) {
+    let group = Pid::from_raw(child.id() as i32);
+    let limit = Instant::now() + Duration::from_secs(spec.time_limit_s);
+    let grace = Duration::from_millis(spec.kill_grace_ms);
+    let mut ending: Option<(JobState, Instant)> = None;
+    let mut killed = false;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return (ending.map(|(s, _)| s), status),
+            Ok(None) => {}
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+        let now = Instant::now();
+        if ending.is_none() {
+            let why = if term.load(Ordering::SeqCst) {
+                Some(JobState::Cancelled)
+            } else if now >= limit {
+                Some(JobState::Timeout)
+            } else {
+                None
+            };
+            if let Some(s) = why {
+                let _ = killpg(group, Signal::SIGTERM);
+                ending = Some((s, now + grace));
+            }
+        }
+        if let Some((_, at)) = ending {
+            if !killed && now >= at {
+                let _ = killpg(group, Signal::SIGKILL);
+                killed = true;
+            }
+        }
+        let next = match ending {
+            Some((_, at)) if !killed => at,
+            Some(_) => now + Duration::from_secs(1),
+            None => limit,
+        };
+        let wait = next.saturating_duration_since(now).min(Duration::from_secs(60));
+        let ms = u16::try_from(wait.as_millis().max(1)).unwrap_or(u16::MAX);
+        let mut fds = [nix::poll::PollFd::new(
+            wake.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms));
+        let mut buf = [0u8; 64];
+        while matches!((&*wake).read(&mut buf), Ok(n) if n > 0) {}
+    }
+}
+
+/// Start the job's first process: the script's interpreter on a memfd copy of the script, in a
+/// new process group, as the user.
+fn spawn_job(spec: &LaunchSpec) -> Result<Child, String> {
+    let memfd = nix::sys::memfd::memfd_create(
+        c"flex-job-script",
+        nix::sys::memfd::MFdFlags::MFD_CLOEXEC,
+    )
+    .map_err(|e| format!("memfd_create: {e}"))?;
+    std::fs::File::from(memfd.try_clone().map_err(|e| format!("memfd: {e}"))?)
+        .write_all(spec.script.as_bytes())
+        .map_err(|e| format!("cannot write the script to a memfd: {e}"))?;
+    let script_fd = memfd.as_raw_fd();
+    let (prog, arg) = interpreter(&spec.script);
+    let mut cmd = Command::new(&prog);
+    cmd.args(arg)
+        .arg(format!("/proc/self/fd/{script_fd}"))
+        .args(&spec.args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .process_group(0);
+
+    let privileged = nix::unistd::geteuid().is_root();
+    if !privileged && spec.uid != nix::unistd::geteuid().as_raw() {
+        return Err(format!(
+            "flexd runs as uid {} and cannot run a job as uid {}",
+            nix::unistd::geteuid(),
+            spec.uid
+        ));
+    }
+    let groups = privileged.then(|| {
+        CString::new(spec.user.as_bytes())
+            .ok()
+            .and_then(|u| nix::unistd::getgrouplist(&u, Gid::from_raw(spec.gid)).ok())
+            .unwrap_or_else(|| vec![Gid::from_raw(spec.gid)])
+    });
+    let cstr = |p: &[u8], what: &str| {
+        CString::new(p).map_err(|_| format!("{what} contains a NUL byte"))
+    };
+    let workdir = cstr(spec.workdir.as_os_str().as_bytes(), "the working directory")?;
+    let stdout = cstr(spec.stdout.as_bytes(), "the output path")?;
+    let stderr = spec
+        .stderr
+        .as_ref()
+        .map(|p| cstr(p.as_bytes(), "the error path"))
+        .transpose()?;
+    let cpus = (!spec.cpus.is_empty()).then(|| {
+        let mut set = nix::sched::CpuSet::new();
+        for &c in &spec.cpus {
+            let _ = set.set(c as usize);
+        }
+        set
+    });
+    let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| format!("pipe: {e}"))?;
+    let ctx = ChildSetup {
+        uid: Uid::from_raw(spec.uid),
+        gid: Gid::from_raw(spec.gid),
+        groups,
+        workdir,
+        workdir_shown: spec.workdir.display().to_string(),
+        stdout,
+        stderr,
+        cpus,
+        script_fd,
+        err_w,
+    };
+    // SAFETY: the closure runs in the forked child of this single-threaded process; it only
+    // makes system calls and formats an error message before exec.
+    unsafe {
+        cmd.pre_exec(move || ctx.run());
+    }
+    let spawned = cmd.spawn();
+    drop(cmd);
+    match spawned {
+        Ok(child) => {
+            drop(memfd);
+            Ok(child)
+        }
+        Err(e) => {
+            let mut msg = String::new();
+            let _ = std::fs::File::from(err_r).read_to_string(&mut msg);
+            if msg.is_empty() {
+                msg = format!("cannot run {prog}: {e}");
+            }
+            Err(msg)
+        }
+    }
+}
+
+/// What the job's process does between fork and exec.
+struct ChildSetup {
+    uid: Uid,
+    gid: Gid,
+    /// Set when the supervisor is root: drop to these groups, gid and uid.
+    groups: Option<Vec<Gid>>,
+    workdir: CString,
+    workdir_shown: String,
+    stdout: CString,
+    stderr: Option<CString>,
+    cpus: Option<nix::sched::CpuSet>,
+    script_fd: i32,
+    err_w: OwnedFd,
+}
+
+impl ChildSetup {
+    fn fail(&self, what: String, e: nix::errno::Errno) -> std::io::Error {
+        let msg = format!("{what}: {}", e.desc());
+        let _ = nix::unistd::write(&self.err_w, msg.as_bytes());
+        std::io::Error::from_raw_os_error(e as i32)
+    }
+
+    fn run(&self) -> std::io::Result<()> {
+        use nix::errno::Errno;
+        if let Some(groups) = &self.groups {
+            nix::unistd::setgroups(groups)
+                .map_err(|e| self.fail("setgroups".into(), e))?;
+            nix::unistd::setgid(self.gid)
+                .map_err(|e| self.fail(format!("setgid {}", self.gid), e))?;
+            nix::unistd::setuid(self.uid)
+                .map_err(|e| self.fail(format!("setuid {}", self.uid), e))?;
+        }
+        nix::unistd::chdir(self.workdir.as_c_str()).map_err(|e| {
+            self.fail(
+                format!(
+                    "cannot enter the working directory {} as uid {}",
+                    self.workdir_shown, self.uid
+                ),
+                e,
+            )
+        })?;
+        self.redirect(&self.stdout, 1)?;
+        match &self.stderr {
+            Some(p) => self.redirect(p, 2)?,
+            // SAFETY: dup2 of an open descriptor onto stderr.
+            None => {
+                if unsafe { libc::dup2(1, 2) } < 0 {
+                    return Err(self.fail("dup2".into(), Errno::last()));
+                }
+            }
+        }
+        if let Some(set) = &self.cpus {
+            // Binding is best effort: it never fails the job.
+            let _ = nix::sched::sched_setaffinity(Pid::from_raw(0), set);
+        }
+        // The interpreter opens the script as /proc/self/fd/N: keep it across exec.
+        // SAFETY: fcntl on a descriptor this process owns.
+        if unsafe { libc::fcntl(self.script_fd, libc::F_SETFD, 0) } < 0 {
+            return Err(self.fail("fcntl".into(), Errno::last()));
+        }
+        Ok(())
+    }
+}
+
+impl ChildSetup {
+    /// Create an output file as the user (never through a symlink) onto descriptor `target`.
+    fn redirect(&self, path: &CString, target: i32) -> std::io::Result<()> {
+        use nix::errno::Errno;
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a valid NUL-terminated path.
+        let fd = unsafe { libc::open(path.as_ptr(), flags, 0o644 as libc::c_uint) };
+        if fd < 0 {
+            return Err(self.fail(
+                format!(
+                    "cannot create the output file {} in {} as uid {}",
+                    path.to_string_lossy(),
+                    self.workdir_shown,
+                    self.uid
+                ),
+                Errno::last(),
+            ));
+        }
+        // SAFETY: fd is open; dup2 onto a standard descriptor, then close the original.
+        let r = unsafe { libc::dup2(fd, target) };
+        // SAFETY: fd is ours and no longer needed.
+        unsafe { libc::close(fd) };
+        if r < 0 {
+            return Err(self.fail("dup2".into(), Errno::last()));
+        }
+        Ok(())
+    }
+}
+
+/// Tell flexd the job ended; it reads the status file itself.
+fn notify(socket: &Path, job: JobId) -> Result<(), String> {
+    let mut s = UnixStream::connect(socket).map_err(|e| e.to_string())?;
+    let t = Some(Duration::from_secs(10));
+    s.set_read_timeout(t).map_err(|e| e.to_string())?;
+    s.set_write_timeout(t).map_err(|e| e.to_string())?;
+    proto::write_frame(
+        &mut s,
+        &Hello {
+            version: proto::PROTOCOL_VERSION,
+            client: "flexd-supervisor".into(),
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    match proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME) {
+        Ok(Response::Hello { .. }) => {}
+        other => return Err(format!("unexpected answer to hello: {other:?}")),
+    }
+    proto::write_frame(&mut s, &Request::JobEnded { job }).map_err(|e| e.to_string())?;
+    proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}

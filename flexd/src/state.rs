@@ -1,0 +1,574 @@
+//! What flexd knows while it runs: the jobs (pending, running and recently finished), the one
+//! persistent [`Cluster`] that running jobs occupy, and the changes waiting for the database.
+//!
+//! Every transition goes through here and leaves its database change in the outbox, so the
+//! order of changes is the order of transitions. No I/O happens here except through
+//! [`Signaller`] (signals to supervisors and job groups); the daemon flushes the outbox to the
+//! writer while it still holds the lock.
+
+use crate::config::Settings;
+use crate::exec::affinity::CpuMap;
+use crate::exec::files::StatusFile;
+use crate::exec::launch::Launch;
+use crate::sched::{self, Allocation, Cluster, Model, PendingJob, Reason, RunningJob};
+use crate::store::writer::{End, Op};
+use crate::store::{JobRow, NewJob, StoredAlloc};
+use flexsub::proto::{JobState, JobView};
+use gres_plugin::env::EnvUnit;
+use gres_plugin::JobId;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Side effects that are not database writes.
+pub trait Signaller: Send {
+    /// Signal a job's supervisor (SIGTERM means cancel).
+    fn supervisor(&self, pid: u32, signal: i32) -> Result<(), String>;
+    /// Signal every process of a running job's process group.
+    fn job_group(&self, job: JobId, signal: i32) -> Result<(), String>;
+}
+
+/// A change for the database, and what follows its commit.
+#[derive(Debug)]
+pub enum Effect {
+    Write(Op),
+    /// Start the job's supervisor once its start is committed.
+    Start(Op, Box<Launch>),
+    /// Remove the job's run and status files once its end is committed.
+    End(Op),
+}
+
+/// A job in memory: its row (everything but script and environment) and scheduling state.
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub row: JobRow,
+    pub estimated_start: Option<u64>,
+    /// The scheduler's form of `row.alloc` while it runs.
+    pub alloc: Option<Allocation>,
+    /// Someone asked to cancel it before its supervisor was known.
+    pub cancel_pending: Option<u32>,
+}
+
+impl Job {
+    pub fn view(&self) -> JobView {
+        let r = &self.row;
+        JobView {
+            id: r.id,
+            name: r.name.clone(),
+            user: r.user.clone(),
+            uid: r.uid,
+            account: r.account.clone(),
+            state: r.state,
+            submit_time: r.submit_time,
+            start_time: r.start_time,
+            end_time: r.end_time,
+            request: r.request.clone(),
+            alloc: r.alloc.as_ref().map(StoredAlloc::view),
+            reason: r.reason.clone(),
+            estimated_start: self.estimated_start,
+            exit_code: r.exit_code,
+            signal: r.signal,
+        }
+    }
+}
+
+/// How a job ended, from its status file or flexd's own judgement.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    pub state: JobState,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub time: u64,
+    pub note: Option<String>,
+}
+
+impl From<&StatusFile> for Outcome {
+    fn from(s: &StatusFile) -> Self {
+        Outcome {
+            state: s.state,
+            exit_code: s.exit_code,
+            signal: s.signal,
+            time: s.end_time,
+            note: s.note.clone(),
+        }
+    }
+}
+
+/// What recovery finds about a job that was running when flexd stopped.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Found {
+    /// Its supervisor wrote how it ended.
+    Ended(StatusFile),
+    /// Its supervisor still runs.
+    Alive(u32),
+    /// Neither: the supervisor is gone without a status file.
+    Gone,
+}
+
+pub struct State {
+    pub cluster: Cluster,
+    jobs: BTreeMap<JobId, Job>,
+    pending: BTreeSet<JobId>,
+    running: BTreeSet<JobId>,
+    /// Pending and running jobs per uid, plus submissions on their way to the database.
+    queued: HashMap<u32, u32>,
+    outbox: Vec<Effect>,
+    /// Something changed that a scheduling pass should see.
+    dirty: bool,
+    cpus: CpuMap,
+    signaller: Box<dyn Signaller>,
+    /// flexd's own effective uid.
+    pub daemon_uid: u32,
+}
+
+impl State {
+    pub fn new(
+        cluster: Cluster,
+        cpus: CpuMap,
+        signaller: Box<dyn Signaller>,
+        daemon_uid: u32,
+    ) -> State {
+        State {
+            cluster,
+            jobs: BTreeMap::new(),
+            pending: BTreeSet::new(),
+            running: BTreeSet::new(),
+            queued: HashMap::new(),
+            outbox: Vec::new(),
+            dirty: false,
+            cpus,
+            signaller,
+            daemon_uid,
+        }
+    }
+
+    pub fn signaller(&self) -> &dyn Signaller {
+        &*self.signaller
+    }
+
+    /// Database changes and launches since the last call, in order.
+    pub fn take_outbox(&mut self) -> Vec<Effect> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// Whether a scheduling pass is due (and clear the flag).
+    pub fn take_dirty(&mut self) -> bool {
+        std::mem::take(&mut self.dirty)
+    }
+
+    pub fn job(&self, id: JobId) -> Option<&Job> {
+        self.jobs.get(&id)
+    }
+
+    pub fn jobs(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.values()
+    }
+
+    pub fn running_jobs(&self) -> impl Iterator<Item = &Job> {
+        self.running.iter().map(|id| &self.jobs[id])
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Jobs the user has pending or running, or on their way in.
+    pub fn queued_by(&self, uid: u32) -> u32 {
+        self.queued.get(&uid).copied().unwrap_or(0)
+    }
+
+    /// Count a submission against its user's limit before it is committed.
+    pub fn reserve(&mut self, uid: u32) {
+        *self.queued.entry(uid).or_insert(0) += 1;
+    }
+
+    pub fn unreserve(&mut self, uid: u32) {
+        if let Some(n) = self.queued.get_mut(&uid) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// A committed submission joins the queue (its reservation becomes the job).
+    pub fn add_submitted(&mut self, id: JobId, j: NewJob) {
+        let row = JobRow {
+            id,
+            name: j.spec.name,
+            uid: j.uid,
+            gid: j.gid,
+            user: j.user,
+            account: j.account,
+            request: j.spec.request,
+            priority: j.priority,
+            state: JobState::Pending,
+            submit_time: j.submit_time,
+            start_time: None,
+            end_time: None,
+            exit_code: None,
+            signal: None,
+            reason: None,
+            alloc: None,
+            supervisor_pid: None,
+            master_port: None,
+        };
+        self.pending.insert(id);
+        self.jobs.insert(
+            id,
+            Job {
+                row,
+                estimated_start: None,
+                alloc: None,
+                cancel_pending: None,
+            },
+        );
+        self.dirty = true;
+    }
+
+    /// Load the jobs of the database after a restart. Running jobs are re-adopted when their
+    /// supervisor still runs (their allocation re-occupied, never twice), ended from their
+    /// status file when it wrote one, and NODE_FAIL otherwise. `find` looks for both;
+    /// `gone` is told about each NODE_FAIL (to kill what is left of the job).
+    pub fn recover(
+        &mut self,
+        rows: Vec<JobRow>,
+        now: u64,
+        mut find: impl FnMut(&JobRow) -> Found,
+        mut gone: impl FnMut(&JobRow),
+    ) {
+        for row in rows {
+            let id = row.id;
+            let state = row.state;
+            let mut job = Job {
+                row,
+                estimated_start: None,
+                alloc: None,
+                cancel_pending: None,
+            };
+            match state {
+                JobState::Pending => {
+                    *self.queued.entry(job.row.uid).or_insert(0) += 1;
+                    self.pending.insert(id);
+                    self.jobs.insert(id, job);
+                }
+                JobState::Running => {
+                    *self.queued.entry(job.row.uid).or_insert(0) += 1;
+                    let found = find(&job.row);
+                    let adopted = match (&found, &job.row.alloc) {
+                        (Found::Alive(pid), Some(a)) => {
+                            let exists = self.cluster.hosts().any(|(h, _)| h == a.host_id());
+                            let checked = if exists {
+                                a.to_alloc(self.cluster.host(a.host_id()))
+                            } else {
+                                Err(format!("host {} does not exist", a.host_id()))
+                            };
+                            checked.and_then(|al| {
+                                self.cluster.try_occupy(&al)?;
+                                Ok((al, *pid))
+                            })
+                        }
+                        (Found::Alive(_), None) => Err("it has no allocation".to_string()),
+                        _ => Err(String::new()),
+                    };
+                    self.running.insert(id);
+                    match adopted {
+                        Ok((al, pid)) => {
+                            tracing::info!("job {id}: re-adopted, supervisor pid {pid}");
+                            job.alloc = Some(al);
+                            job.row.supervisor_pid = Some(pid);
+                            self.jobs.insert(id, job);
+                        }
+                        Err(why) => {
+                            self.jobs.insert(id, job);
+                            let outcome = match found {
+                                Found::Ended(s) => Outcome::from(&s),
+                                Found::Alive(pid) => {
+                                    tracing::error!(
+                                        "job {id}: its allocation cannot be re-adopted ({why}); \
+                                         ending it"
+                                    );
+                                    let _ = self.signaller.supervisor(pid, libc::SIGTERM);
+                                    node_fail(now, format!("allocation lost on restart: {why}"))
+                                }
+                                Found::Gone => {
+                                    gone(&self.jobs[&id].row);
+                                    node_fail(
+                                        now,
+                                        "its supervisor is gone without recording an end".into(),
+                                    )
+                                }
+                            };
+                            self.finish(id, outcome);
+                        }
+                    }
+                }
+                _ => {
+                    self.jobs.insert(id, job);
+                }
+            }
+        }
+        self.dirty = true;
+    }
+
+    /// One scheduling pass: start what the core decides, keep each pending job's reason and
+    /// estimated start, fail what no host can run.
+    pub fn schedule(&mut self, s: &Settings, now: u64) -> usize {
+        let queue: Vec<PendingJob> = self
+            .pending
+            .iter()
+            .map(|id| pending_job(&self.jobs[id]))
+            .collect();
+        if queue.is_empty() {
+            return 0;
+        }
+        let running = self.running_for_core(now);
+        let d = sched::schedule(&self.cluster, &queue, &running, now, &s.policy);
+        let started = d.starts.len();
+        for st in d.starts {
+            self.start(s, st.job, st.placement, now);
+        }
+        for p in d.pending {
+            if let Reason::Unsatisfiable(why) = &p.reason {
+                self.end_pending(p.job, JobState::Failed, now, Some(format!("Unsatisfiable: {why}")), None);
+                continue;
+            }
+            if let Some(j) = self.jobs.get_mut(&p.job) {
+                j.row.reason = Some(p.reason.to_string());
+                j.estimated_start = p.estimated_start;
+            }
+        }
+        started
+    }
+
+    fn start(&mut self, s: &Settings, id: JobId, alloc: Allocation, now: u64) {
+        self.cluster.occupy(&alloc);
+        let host = self.cluster.host(alloc.host);
+        let stored = StoredAlloc::new(&alloc, host);
+        let units = alloc
+            .units
+            .iter()
+            .map(|u| {
+                let l = host.leaf(u.leaf);
+                EnvUnit {
+                    uuid: l.uuid.clone(),
+                    gpu: l.gpu.0,
+                    share: u.share,
+                    memory_bytes: l.memory_bytes,
+                }
+            })
+            .collect();
+        let cores: Vec<u32> = alloc.cores.iter().map(|c| c.0).collect();
+        let j = self.jobs.get_mut(&id).expect("a started job is known");
+        let cores_per_unit = (cores.len() / alloc.units.len().max(1)) as u32;
+        let launch = Launch {
+            job: id,
+            host: host.hostname.clone(),
+            units,
+            bind_cpus: self.cpus.map(&cores),
+            cores,
+            cores_per_unit,
+            time_limit_s: j.row.request.time_limit_s,
+            kill_grace: s.kill_grace,
+            nccl: s.nccl.clone(),
+            slurm_aliases: s.slurm_aliases,
+        };
+        j.row.state = JobState::Running;
+        j.row.start_time = Some(now);
+        j.row.reason = None;
+        j.row.alloc = Some(stored.clone());
+        j.estimated_start = None;
+        j.alloc = Some(alloc);
+        self.pending.remove(&id);
+        self.running.insert(id);
+        tracing::debug!("job {id}: starting on {}", stored.host);
+        self.outbox.push(Effect::Start(
+            Op::Start {
+                job: id,
+                time: now,
+                alloc: stored,
+            },
+            Box::new(launch),
+        ));
+    }
+
+    /// End a pending job (cancelled, or unsatisfiable).
+    fn end_pending(
+        &mut self,
+        id: JobId,
+        to: JobState,
+        now: u64,
+        reason: Option<String>,
+        by: Option<u32>,
+    ) {
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        self.pending.remove(&id);
+        j.row.state = to;
+        j.row.end_time = Some(now);
+        j.row.reason = reason.clone();
+        j.estimated_start = None;
+        let uid = j.row.uid;
+        self.unreserve(uid);
+        self.outbox.push(Effect::Write(Op::End(End {
+            job: id,
+            from: JobState::Pending,
+            to,
+            time: now,
+            exit_code: None,
+            signal: None,
+            reason,
+            cancelled_by: by,
+        })));
+        self.dirty = true;
+    }
+
+    /// A running job ended: free its resources and record the end. Ignored for a job that is
+    /// not running (its end was already recorded).
+    pub fn finish(&mut self, id: JobId, o: Outcome) -> bool {
+        if !self.running.remove(&id) {
+            return false;
+        }
+        let j = self.jobs.get_mut(&id).expect("a running job is known");
+        if let Some(a) = j.alloc.take() {
+            self.cluster.release(&a);
+        }
+        j.row.state = o.state;
+        j.row.end_time = Some(o.time);
+        j.row.exit_code = o.exit_code;
+        j.row.signal = o.signal;
+        j.row.reason = o.note.clone();
+        let uid = j.row.uid;
+        tracing::info!(
+            "job {id}: {} (exit code {:?}, signal {:?})",
+            o.state,
+            o.exit_code,
+            o.signal
+        );
+        self.unreserve(uid);
+        self.outbox.push(Effect::End(Op::End(End {
+            job: id,
+            from: JobState::Running,
+            to: o.state,
+            time: o.time,
+            exit_code: o.exit_code,
+            signal: o.signal,
+            reason: o.note,
+            cancelled_by: None,
+        })));
+        self.dirty = true;
+        true
+    }
+
+    /// The launcher started the job's supervisor.
+    pub fn launched(&mut self, id: JobId, pid: u32, port: u16) {
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        if j.row.state != JobState::Running {
+            return;
+        }
+        j.row.supervisor_pid = Some(pid);
+        j.row.master_port = Some(port);
+        let cancel = j.cancel_pending.take();
+        self.outbox.push(Effect::Write(Op::Launched {
+            job: id,
+            supervisor_pid: pid,
+            master_port: port,
+        }));
+        if cancel.is_some() {
+            let _ = self.signaller.supervisor(pid, libc::SIGTERM);
+        }
+    }
+
+    /// Cancel a job: a pending one ends now, a running one's supervisor is told (its end
+    /// comes from its status file). Errors are for the user.
+    pub fn cancel(&mut self, id: JobId, by: u32, now: u64) -> Result<(), String> {
+        let j = self.jobs.get_mut(&id).ok_or_else(|| format!("job {id} not found"))?;
+        match j.row.state {
+            JobState::Pending => {
+                self.end_pending(id, JobState::Cancelled, now, None, Some(by));
+                Ok(())
+            }
+            JobState::Running => {
+                self.outbox.push(Effect::Write(Op::CancelRequested {
+                    job: id,
+                    by,
+                    time: now,
+                }));
+                match j.row.supervisor_pid {
+                    Some(pid) => self.signaller.supervisor(pid, libc::SIGTERM),
+                    None => {
+                        j.cancel_pending = Some(by);
+                        Ok(())
+                    }
+                }
+            }
+            s => Err(format!("job {id} has already finished ({s})")),
+        }
+    }
+
+    /// Forget finished jobs that ended before `since` (the database keeps them).
+    pub fn prune_finished(&mut self, since: u64) {
+        self.jobs.retain(|_, j| {
+            !j.row.state.is_finished() || j.row.end_time.is_none_or(|t| t >= since)
+        });
+    }
+
+    /// The queue as the core sees it, with `extra` appended (for --test-only).
+    pub fn queue_with(&self, extra: Option<PendingJob>) -> Vec<PendingJob> {
+        self.pending
+            .iter()
+            .map(|id| pending_job(&self.jobs[id]))
+            .chain(extra)
+            .collect()
+    }
+
+    pub fn running_for_core(&self, now: u64) -> Vec<RunningJob<Allocation>> {
+        self.running
+            .iter()
+            .filter_map(|id| {
+                let j = &self.jobs[id];
+                Some(RunningJob {
+                    id: *id,
+                    placement: j.alloc.clone()?,
+                    expected_end: j.row.start_time.unwrap_or(now) + j.row.request.time_limit_s,
+                })
+            })
+            .collect()
+    }
+
+    /// Supervisors to check for life: (job, pid) of running jobs whose supervisor is known.
+    pub fn supervisors(&self) -> Vec<(JobId, u32)> {
+        self.running
+            .iter()
+            .filter_map(|id| Some((*id, self.jobs[id].row.supervisor_pid?)))
+            .collect()
+    }
+
+    /// A supervisor found under another pid than recorded (it started while flexd was down).
+    pub fn set_supervisor(&mut self, id: JobId, pid: u32) {
+        if let Some(j) = self.jobs.get_mut(&id) {
+            j.row.supervisor_pid = Some(pid);
+        }
+    }
+
+    pub fn cpus(&self) -> &CpuMap {
+        &self.cpus
+    }
+}
+
+pub fn node_fail(now: u64, note: String) -> Outcome {
+    Outcome {
+        state: JobState::NodeFail,
+        exit_code: None,
+        signal: None,
+        time: now,
+        note: Some(note),
+    }
+}
+
+fn pending_job(j: &Job) -> PendingJob {
+    PendingJob {
+        id: j.row.id,
+        request: j.row.request.clone(),
+        priority: j.row.priority,
+        kind: sched::JobKind::Batch,
+    }
+}

@@ -1,0 +1,413 @@
+//! flexd's durable state in SQLite: every job from submission to its end (kept afterwards for
+//! accounting) and every state change. One writer thread owns the writing connection
+//! ([`writer`]); readers open their own.
+//!
+//! `synchronous = FULL` in WAL mode: a commit returns once the WAL is on disk, so an
+//! acknowledged submission survives a power cut. Group commit ([`writer`]) keeps that from
+//! costing one fsync per job.
+
+pub mod schema;
+pub mod writer;
+
+use crate::sched::Allocation;
+use flexsub::proto::{AllocView, JobSpec, JobState, LeafView};
+use gres_plugin::{HostId, HostModel, JobId, Request as ResourceRequest};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// A database that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("database {path}: {source}")]
+    Migrate {
+        path: PathBuf,
+        source: schema::MigrateError,
+    },
+    #[error("database: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("database: job {job}: column {column} holds bad JSON: {message}")]
+    Json {
+        job: u64,
+        column: &'static str,
+        message: String,
+    },
+}
+
+/// Open (creating and migrating) the database for writing.
+pub fn open(path: &Path) -> Result<Connection, StoreError> {
+    let open_err = |source| StoreError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut conn = Connection::open(path).map_err(open_err)?;
+    conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))
+        .map_err(open_err)?;
+    conn.execute_batch(
+        "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;",
+    )
+    .map_err(open_err)?;
+    let found = schema::migrate(&mut conn).map_err(|source| StoreError::Migrate {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if found != schema::VERSION {
+        tracing::info!(
+            "database {}: migrated schema {found} -> {}",
+            path.display(),
+            schema::VERSION
+        );
+    }
+    Ok(conn)
+}
+
+/// A read-only connection (the launcher reads scripts with it).
+pub fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|source| StoreError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    conn.execute_batch("PRAGMA busy_timeout = 10000;")?;
+    Ok(conn)
+}
+
+/// A submission as it is written. Its Debug form leaves out the script and environment.
+#[derive(Clone)]
+pub struct NewJob {
+    pub spec: JobSpec,
+    pub uid: u32,
+    pub gid: u32,
+    pub user: String,
+    pub account: String,
+    pub priority: i64,
+    pub submit_time: u64,
+}
+
+impl std::fmt::Debug for NewJob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewJob")
+            .field("name", &self.spec.name)
+            .field("user", &self.user)
+            .field("uid", &self.uid)
+            .field("request", &self.spec.request)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One allocated unit as stored: its index and what identifies it on the host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredUnit {
+    pub leaf: u32,
+    pub uuid: String,
+    pub profile: String,
+    pub gpu: u32,
+    pub share: u32,
+}
+
+/// An allocation as stored: the scheduler's placement (indexes), and the UUIDs and names
+/// of what it holds, to check it against the host model after a restart and for accounting.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredAlloc {
+    pub host: String,
+    pub units: Vec<StoredUnit>,
+    pub cores: Vec<u32>,
+    pub placement: Allocation,
+}
+
+impl StoredAlloc {
+    pub fn new(a: &Allocation, host: &HostModel) -> Self {
+        StoredAlloc {
+            host: host.hostname.clone(),
+            units: a
+                .units
+                .iter()
+                .map(|u| {
+                    let l = host.leaf(u.leaf);
+                    StoredUnit {
+                        leaf: u.leaf.0,
+                        uuid: l.uuid.clone(),
+                        profile: l.profile.clone(),
+                        gpu: l.gpu.0,
+                        share: u.share,
+                    }
+                })
+                .collect(),
+            cores: a.cores.iter().map(|c| c.0).collect(),
+            placement: a.clone(),
+        }
+    }
+
+    pub fn host_id(&self) -> HostId {
+        self.placement.host
+    }
+
+    /// The scheduler's allocation, after checking that every unit is still the same leaf on
+    /// `host` (a changed topology must not hand out a leaf twice).
+    pub fn to_alloc(&self, host: &HostModel) -> Result<Allocation, String> {
+        if self.placement.units.len() != self.units.len() {
+            return Err("the stored allocation is inconsistent".into());
+        }
+        for (p, u) in self.placement.units.iter().zip(&self.units) {
+            match host.leaves.get(p.leaf.0 as usize) {
+                Some(l) if l.uuid == u.uuid => {}
+                Some(l) => {
+                    return Err(format!(
+                        "leaf {} is {} on this host model, not {}",
+                        p.leaf, l.uuid, u.uuid
+                    ))
+                }
+                None => return Err(format!("leaf {} ({}) does not exist", p.leaf, u.uuid)),
+            }
+        }
+        Ok(self.placement.clone())
+    }
+
+    pub fn view(&self) -> AllocView {
+        AllocView {
+            host: self.host.clone(),
+            leaves: self
+                .units
+                .iter()
+                .map(|u| LeafView {
+                    uuid: u.uuid.clone(),
+                    profile: u.profile.clone(),
+                    gpu: u.gpu,
+                    share: u.share,
+                })
+                .collect(),
+            cores: self.cores.clone(),
+        }
+    }
+}
+
+/// A job as flexd keeps it in memory (everything but its script and environment).
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobRow {
+    pub id: JobId,
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub user: String,
+    pub account: String,
+    pub request: ResourceRequest,
+    pub priority: i64,
+    pub state: JobState,
+    pub submit_time: u64,
+    pub start_time: Option<u64>,
+    pub end_time: Option<u64>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub reason: Option<String>,
+    pub alloc: Option<StoredAlloc>,
+    pub supervisor_pid: Option<u32>,
+    pub master_port: Option<u16>,
+}
+
+/// What a supervisor needs from the submission to run the job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchRow {
+    pub name: String,
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub script: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub workdir: PathBuf,
+    pub submit_dir: PathBuf,
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+}
+
+fn json<T: serde::de::DeserializeOwned>(
+    job: u64,
+    column: &'static str,
+    text: &str,
+) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Json {
+        job,
+        column,
+        message: e.to_string(),
+    })
+}
+
+pub(crate) fn state_name(s: JobState) -> &'static str {
+    s.name()
+}
+
+/// Insert a submission; the id comes from the database inside the caller's transaction.
+pub fn insert_job(tx: &Transaction, j: &NewJob) -> Result<JobId, StoreError> {
+    let r = &j.spec.request;
+    let mut st = tx.prepare_cached(
+        "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, workdir,
+            submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
+            cores_per_leaf, time_limit, priority, state, submit_time, eligible_time)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+            ?18, ?19, ?20, 'PENDING', ?21, ?21)",
+    )?;
+    st.execute(params![
+        j.spec.name,
+        j.uid,
+        j.gid,
+        j.user,
+        j.account,
+        j.spec.script,
+        serde_json::to_string(&j.spec.args).expect("strings serialize"),
+        serde_json::to_string(&j.spec.env).expect("strings serialize"),
+        j.spec.workdir.to_string_lossy(),
+        j.spec.submit_dir.to_string_lossy(),
+        j.spec.stdout,
+        j.spec.stderr,
+        serde_json::to_string(r).expect("requests serialize"),
+        r.leaves,
+        r.leaf_type,
+        r.gpus,
+        r.mem_bytes.map(|m| m as i64),
+        r.cores_per_leaf,
+        r.time_limit_s as i64,
+        j.priority,
+        j.submit_time as i64,
+    ])?;
+    let id = JobId(tx.last_insert_rowid() as u64);
+    event(tx, id, j.submit_time, None, JobState::Pending, None)?;
+    Ok(id)
+}
+
+/// Record a state change.
+pub fn event(
+    tx: &Transaction,
+    job: JobId,
+    time: u64,
+    from: Option<JobState>,
+    to: JobState,
+    note: Option<&str>,
+) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO job_events (job, time, from_state, to_state, note) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![
+        job.0 as i64,
+        time as i64,
+        from.map(state_name),
+        state_name(to),
+        note
+    ])?;
+    Ok(())
+}
+
+const ROW_COLUMNS: &str = "id, name, uid, gid, user, account, request, priority, state,
+    submit_time, start_time, end_time, exit_code, signal, reason, allocation, supervisor_pid,
+    master_port";
+
+fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
+    let id: i64 = r.get(0)?;
+    let id = id as u64;
+    let state: String = r.get(8)?;
+    let request: String = r.get(6)?;
+    let alloc: Option<String> = r.get(15)?;
+    Ok(JobRow {
+        id: JobId(id),
+        name: r.get(1)?,
+        uid: r.get(2)?,
+        gid: r.get(3)?,
+        user: r.get(4)?,
+        account: r.get(5)?,
+        request: json(id, "request", &request)?,
+        priority: r.get(7)?,
+        state: JobState::parse(&state).ok_or_else(|| StoreError::Json {
+            job: id,
+            column: "state",
+            message: format!("unknown state {state:?}"),
+        })?,
+        submit_time: r.get::<_, i64>(9)? as u64,
+        start_time: r.get::<_, Option<i64>>(10)?.map(|t| t as u64),
+        end_time: r.get::<_, Option<i64>>(11)?.map(|t| t as u64),
+        exit_code: r.get(12)?,
+        signal: r.get(13)?,
+        reason: r.get(14)?,
+        alloc: alloc
+            .map(|a| json(id, "allocation", &a))
+            .transpose()?,
+        supervisor_pid: r.get(16)?,
+        master_port: r.get(17)?,
+    })
+}
+
+/// Every pending or running job, and the jobs that ended at or after `finished_since`, by id.
+pub fn load_jobs(conn: &Connection, finished_since: u64) -> Result<Vec<JobRow>, StoreError> {
+    let mut st = conn.prepare(&format!(
+        "SELECT {ROW_COLUMNS} FROM jobs WHERE state IN ('PENDING', 'RUNNING')
+         UNION ALL
+         SELECT {ROW_COLUMNS} FROM jobs WHERE state NOT IN ('PENDING', 'RUNNING')
+            AND end_time >= ?1
+         ORDER BY id"
+    ))?;
+    let mut rows = st.query([finished_since as i64])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(job_row(r)?);
+    }
+    Ok(out)
+}
+
+/// One job by id, whatever its state.
+pub fn load_job(conn: &Connection, job: JobId) -> Result<Option<JobRow>, StoreError> {
+    let mut st = conn.prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM jobs WHERE id = ?1"))?;
+    let mut rows = st.query([job.0 as i64])?;
+    rows.next()?.map(job_row).transpose()
+}
+
+/// What the supervisor of `job` needs.
+pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, StoreError> {
+    let id = job.0;
+    conn.prepare_cached(
+        "SELECT name, user, uid, gid, script, args, env, workdir, submit_dir, stdout, stderr
+         FROM jobs WHERE id = ?1",
+    )?
+    .query_row([id as i64], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, u32>(2)?,
+            r.get::<_, u32>(3)?,
+            r.get::<_, String>(4)?,
+            r.get::<_, String>(5)?,
+            r.get::<_, String>(6)?,
+            r.get::<_, String>(7)?,
+            r.get::<_, String>(8)?,
+            r.get::<_, Option<String>>(9)?,
+            r.get::<_, Option<String>>(10)?,
+        ))
+    })
+    .optional()?
+    .map(
+        |(name, user, uid, gid, script, args, env, workdir, submit_dir, stdout, stderr)| {
+            Ok(LaunchRow {
+                name,
+                user,
+                uid,
+                gid,
+                script,
+                args: json(id, "args", &args)?,
+                env: json(id, "env", &env)?,
+                workdir: workdir.into(),
+                submit_dir: submit_dir.into(),
+                stdout,
+                stderr,
+            })
+        },
+    )
+    .transpose()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,111 @@
+//! The database schema and its migrations: `PRAGMA user_version` is the schema version, and
+//! each version has one function that brings the previous one up to it. Old databases stay
+//! readable: a migration only adds.
+
+use rusqlite::{Connection, Transaction};
+
+/// The version this build writes.
+pub const VERSION: u32 = 2;
+
+/// Migration `i` brings a database at version `i` to `i + 1`.
+const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] = [v1, v2];
+
+/// Why a database cannot be brought up to date.
+#[derive(Debug, thiserror::Error)]
+pub enum MigrateError {
+    #[error("the database is at schema version {found}, newer than this flexd's {VERSION}")]
+    TooNew { found: u32 },
+    #[error("migrating to schema version {version}: {source}")]
+    Step {
+        version: u32,
+        source: rusqlite::Error,
+    },
+}
+
+/// Bring the database to [`VERSION`], one committed step per version; returns the version it
+/// was at.
+pub fn migrate(conn: &mut Connection) -> Result<u32, MigrateError> {
+    migrate_to(conn, VERSION)
+}
+
+/// Bring the database to `target` (tests build old databases with this).
+pub fn migrate_to(conn: &mut Connection, target: u32) -> Result<u32, MigrateError> {
+    let step = |version: u32| move |source| MigrateError::Step { version, source };
+    let found: u32 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(step(0))?;
+    if found > VERSION {
+        return Err(MigrateError::TooNew { found });
+    }
+    for v in found..target {
+        let tx = conn.transaction().map_err(step(v + 1))?;
+        MIGRATIONS[v as usize](&tx).map_err(step(v + 1))?;
+        tx.pragma_update(None, "user_version", v + 1)
+            .map_err(step(v + 1))?;
+        tx.commit().map_err(step(v + 1))?;
+    }
+    Ok(found)
+}
+
+/// Jobs and their state changes. Finished jobs stay: accounting reads them.
+fn v1(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE jobs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            name TEXT NOT NULL,
+            uid INTEGER NOT NULL,
+            gid INTEGER NOT NULL,
+            user TEXT NOT NULL,
+            account TEXT NOT NULL,
+            -- what is needed to run the job; never logged
+            script TEXT NOT NULL,
+            args TEXT NOT NULL,            -- JSON array of strings
+            env TEXT NOT NULL,             -- JSON array of [name, value]
+            workdir TEXT NOT NULL,
+            submit_dir TEXT NOT NULL,
+            stdout TEXT,                   -- path patterns (%j %x %u) as submitted
+            stderr TEXT,
+            -- the resource request as JSON, and its main fields for accounting
+            request TEXT NOT NULL,
+            leaves INTEGER,
+            leaf_type TEXT,
+            gpus REAL,
+            mem_bytes INTEGER,
+            cores_per_leaf INTEGER NOT NULL,
+            time_limit INTEGER NOT NULL,   -- seconds
+            priority INTEGER NOT NULL DEFAULT 0,
+            state TEXT NOT NULL,           -- PENDING RUNNING COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL
+            -- seconds since the Unix epoch
+            submit_time INTEGER NOT NULL,
+            eligible_time INTEGER NOT NULL,
+            start_time INTEGER,
+            end_time INTEGER,
+            exit_code INTEGER,
+            signal INTEGER,
+            reason TEXT,                   -- why it failed or was not run
+            host TEXT,
+            allocation TEXT,               -- JSON: host, units (leaf, uuid, profile, gpu, share), cores
+            supervisor_pid INTEGER,
+            master_port INTEGER
+        );
+        CREATE INDEX jobs_state ON jobs(state);
+        CREATE TABLE job_events (
+            id INTEGER PRIMARY KEY,
+            job INTEGER NOT NULL REFERENCES jobs(id),
+            time INTEGER NOT NULL,
+            from_state TEXT,
+            to_state TEXT NOT NULL,
+            note TEXT
+        );
+        CREATE INDEX job_events_job ON job_events(job);",
+    )
+}
+
+/// Who cancelled a job, and indexes for accounting's per-user and per-period reports.
+fn v2(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "ALTER TABLE jobs ADD COLUMN cancelled_by INTEGER;
+        CREATE INDEX jobs_user_submit ON jobs(user, submit_time);
+        CREATE INDEX jobs_end ON jobs(end_time);",
+    )
+}

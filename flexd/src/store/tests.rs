@@ -1,0 +1,242 @@
+//! The schema, its migrations, and the group-committing writer on real SQLite files.
+
+use super::writer::{Done, End, Op, Writer};
+use super::*;
+use gres_plugin::Request as ResourceRequest;
+
+fn spec(name: &str) -> JobSpec {
+    JobSpec {
+        name: name.into(),
+        script: "#!/bin/sh\necho secret\n".into(),
+        args: vec!["a b".into()],
+        workdir: "/w".into(),
+        submit_dir: "/s".into(),
+        env: vec![("HOME".into(), "/home/u".into())],
+        stdout: Some("o-%j".into()),
+        stderr: None,
+        request: ResourceRequest::leaves(2, 600),
+        account: Some("proj".into()),
+    }
+}
+
+fn new_job(name: &str) -> NewJob {
+    NewJob {
+        spec: spec(name),
+        uid: 1000,
+        gid: 100,
+        user: "ana".into(),
+        account: "proj".into(),
+        priority: 0,
+        submit_time: 1_700_000_000,
+    }
+}
+
+fn version(conn: &Connection) -> u32 {
+    conn.pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn a_version_1_database_migrates_and_keeps_its_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flex.db");
+    {
+        let mut conn = Connection::open(&path).unwrap();
+        schema::migrate_to(&mut conn, 1).unwrap();
+        assert_eq!(version(&conn), 1);
+        // A row as version 1 wrote it.
+        conn.execute(
+            "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, workdir,
+                submit_dir, request, cores_per_leaf, time_limit, state, submit_time,
+                eligible_time, end_time, exit_code)
+             VALUES ('old', 7, 7, 'bo', '', 'true', '[]', '[]', '/', '/', ?1, 1, 60,
+                'COMPLETED', 10, 10, 20, 0)",
+            [serde_json::to_string(&ResourceRequest::leaves(1, 60)).unwrap()],
+        )
+        .unwrap();
+    }
+    let conn = open(&path).unwrap();
+    assert_eq!(version(&conn), schema::VERSION);
+    let old = load_job(&conn, JobId(1)).unwrap().unwrap();
+    assert_eq!((old.name.as_str(), old.state, old.exit_code), ("old", JobState::Completed, Some(0)));
+    let by: Option<u32> = conn
+        .query_row("SELECT cancelled_by FROM jobs WHERE id = 1", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(by, None);
+    // Opening again changes nothing.
+    drop(conn);
+    let conn = open(&path).unwrap();
+    assert_eq!(version(&conn), schema::VERSION);
+}
+
+#[test]
+fn a_newer_database_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flex.db");
+    Connection::open(&path)
+        .unwrap()
+        .pragma_update(None, "user_version", schema::VERSION + 1)
+        .unwrap();
+    let e = open(&path).unwrap_err().to_string();
+    assert!(e.contains("newer than this flexd"), "{e}");
+}
+
+#[test]
+fn submissions_commit_in_groups_with_distinct_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flex.db");
+    let (w, thread) = Writer::spawn(open(&path).unwrap());
+    let rxs: Vec<_> = (0..500).map(|i| w.submit(new_job(&format!("j{i}")))).collect();
+    let mut ids: Vec<u64> = rxs
+        .into_iter()
+        .map(|rx| rx.blocking_recv().unwrap().unwrap().0 .0)
+        .collect();
+    let sorted = {
+        let mut s = ids.clone();
+        s.sort();
+        s.dedup();
+        s
+    };
+    assert_eq!(sorted.len(), 500);
+    ids.truncate(1);
+    drop(w);
+    thread.join().unwrap();
+    let conn = open(&path).unwrap();
+    let n: i64 = conn
+        .query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, 500);
+    let events: i64 = conn
+        .query_row("SELECT COUNT(*) FROM job_events WHERE to_state = 'PENDING'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(events, 500);
+    let row = launch_row(&conn, JobId(ids[0])).unwrap().unwrap();
+    assert_eq!(row.env, vec![("HOME".to_string(), "/home/u".to_string())]);
+    assert_eq!(row.args, vec!["a b".to_string()]);
+    assert_eq!(row.script, "#!/bin/sh\necho secret\n");
+}
+
+#[test]
+fn one_bad_change_does_not_fail_its_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flex.db");
+    let (w, thread) = Writer::spawn(open(&path).unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Hold the writer in a commit callback so the next changes land in one batch.
+    let (gate_tx, gate_rx) = std::sync::mpsc::channel::<()>();
+    w.send(
+        Op::Barrier,
+        Done::Then(Box::new(move |_| gate_rx.recv().unwrap())),
+    );
+    let first = w.submit(new_job("first"));
+    let good = w.submit(new_job("good"));
+    let t2 = tx.clone();
+    // An end for a job that does not exist breaks the events' foreign key.
+    w.send(
+        Op::End(End {
+            job: JobId(999),
+            from: JobState::Running,
+            to: JobState::Completed,
+            time: 5,
+            exit_code: Some(0),
+            signal: None,
+            reason: None,
+            cancelled_by: None,
+        }),
+        Done::Then(Box::new(move |r| t2.send(r).unwrap())),
+    );
+    let after = w.submit(new_job("after"));
+    gate_tx.send(()).unwrap();
+    assert!(first.blocking_recv().unwrap().is_ok());
+    assert!(good.blocking_recv().unwrap().is_ok());
+    assert!(rx.recv().unwrap().is_err());
+    assert!(after.blocking_recv().unwrap().is_ok());
+    drop((w, tx));
+    thread.join().unwrap();
+}
+
+#[test]
+fn starts_and_ends_are_recorded_and_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flex.db");
+    let (w, thread) = Writer::spawn(open(&path).unwrap());
+    let a = w.submit(new_job("a")).blocking_recv().unwrap().unwrap().0;
+    let b = w.submit(new_job("b")).blocking_recv().unwrap().unwrap().0;
+    let c = w.submit(new_job("c")).blocking_recv().unwrap().unwrap().0;
+    let host = gres_plugin::probe::discover_file(std::path::Path::new("a100-40gb-x2.toml"))
+        .unwrap()
+        .host;
+    let cluster = crate::sched::Cluster::new(vec![host.clone()], Default::default());
+    let placement = crate::sched::Model::place(
+        &cluster,
+        &crate::sched::PendingJob {
+            id: JobId(1),
+            request: ResourceRequest::leaves(2, 60),
+            priority: 0,
+            kind: Default::default(),
+        },
+    )
+    .unwrap();
+    let alloc = StoredAlloc::new(&placement, &host);
+    assert_eq!(alloc.to_alloc(&host), Ok(placement));
+    for job in [a, b] {
+        w.send(
+            Op::Start {
+                job,
+                time: 100,
+                alloc: alloc.clone(),
+            },
+            Done::Nothing,
+        );
+    }
+    w.send(
+        Op::Launched {
+            job: a,
+            supervisor_pid: 4242,
+            master_port: 29500,
+        },
+        Done::Nothing,
+    );
+    w.send(
+        Op::End(End {
+            job: b,
+            from: JobState::Running,
+            to: JobState::Timeout,
+            time: 200,
+            exit_code: None,
+            signal: Some(15),
+            reason: None,
+            cancelled_by: None,
+        }),
+        Done::Nothing,
+    );
+    drop(w);
+    thread.join().unwrap();
+    let conn = open(&path).unwrap();
+    let rows = load_jobs(&conn, 150).unwrap();
+    let ids: Vec<JobId> = rows.iter().map(|r| r.id).collect();
+    assert_eq!(ids, vec![a, b, c]);
+    assert_eq!(rows[0].state, JobState::Running);
+    assert_eq!(rows[0].alloc.as_ref(), Some(&alloc));
+    assert_eq!(rows[0].supervisor_pid, Some(4242));
+    assert_eq!(rows[0].master_port, Some(29500));
+    assert_eq!((rows[1].state, rows[1].signal), (JobState::Timeout, Some(15)));
+    // Finished before the cut-off: not loaded, still in the table.
+    assert_eq!(load_jobs(&conn, 201).unwrap().len(), 2);
+    assert!(load_job(&conn, b).unwrap().is_some());
+    let events: Vec<(Option<String>, String)> = conn
+        .prepare("SELECT from_state, to_state FROM job_events WHERE job = ?1 ORDER BY id")
+        .unwrap()
+        .query_map([b.0 as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        events,
+        vec![
+            (None, "PENDING".into()),
+            (Some("PENDING".into()), "RUNNING".into()),
+            (Some("RUNNING".into()), "TIMEOUT".into()),
+        ]
+    );
+}

@@ -1,0 +1,260 @@
+//! The one writer: a thread that owns the writing connection and commits, in ONE transaction,
+//! every change waiting in its channel when it gets to them (group commit), then tells each
+//! sender. Under load a commit carries thousands of submissions for one fsync.
+//!
+//! A change is acknowledged only after its transaction commits. When a batch fails, its
+//! changes are retried one transaction each, so one bad change does not fail the others.
+
+use super::{event, insert_job, state_name, NewJob, StoreError, StoredAlloc};
+use flexsub::proto::JobState;
+use gres_plugin::JobId;
+use rusqlite::{params, Connection, Transaction};
+use std::sync::mpsc;
+use tokio::sync::oneshot;
+
+/// Most changes in one transaction (bounds the latency of the first one in a long burst).
+const MAX_BATCH: usize = 8192;
+
+/// How a job ended, as written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct End {
+    pub job: JobId,
+    pub from: JobState,
+    pub to: JobState,
+    pub time: u64,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Why it failed or was not run (shown by flexq).
+    pub reason: Option<String>,
+    /// Who cancelled it, when someone did.
+    pub cancelled_by: Option<u32>,
+}
+
+/// One change to the database.
+#[derive(Debug)]
+pub enum Op {
+    Insert(Box<NewJob>),
+    Start {
+        job: JobId,
+        time: u64,
+        alloc: StoredAlloc,
+    },
+    /// The supervisor runs.
+    Launched {
+        job: JobId,
+        supervisor_pid: u32,
+        master_port: u16,
+    },
+    CancelRequested {
+        job: JobId,
+        by: u32,
+        time: u64,
+    },
+    End(End),
+    /// Nothing: its acknowledgement says every change sent before it is committed.
+    Barrier,
+}
+
+/// A committed submission: its id and the job as it was sent.
+pub type Submitted = Result<(JobId, Box<NewJob>), String>;
+
+/// What to do once the change is committed (or failed).
+pub enum Done {
+    Nothing,
+    /// A submission's id, for the waiting client.
+    Submitted(oneshot::Sender<Submitted>),
+    Then(Box<dyn FnOnce(Result<(), String>) + Send>),
+}
+
+impl std::fmt::Debug for Done {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Done::Nothing => "Nothing",
+            Done::Submitted(_) => "Submitted",
+            Done::Then(_) => "Then",
+        })
+    }
+}
+
+#[derive(Debug)]
+struct Msg {
+    op: Op,
+    done: Done,
+}
+
+/// The sending side; cheap to clone. The writer exits once every handle is dropped and the
+/// channel is drained.
+#[derive(Clone, Debug)]
+pub struct Writer {
+    tx: mpsc::Sender<Msg>,
+}
+
+impl Writer {
+    /// Start the writer thread on an open, migrated connection.
+    pub fn spawn(conn: Connection) -> (Writer, std::thread::JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name("flexd-writer".into())
+            .spawn(move || run(conn, rx))
+            .expect("spawn the writer thread");
+        (Writer { tx }, handle)
+    }
+
+    pub fn send(&self, op: Op, done: Done) {
+        if let Err(mpsc::SendError(m)) = self.tx.send(Msg { op, done }) {
+            // Only after shutdown began; the change is lost, say so to whoever waits.
+            tracing::error!("database writer has stopped; dropping {}", op_name(&m.op));
+            deliver(m, Err("the database writer has stopped".into()));
+        }
+    }
+
+    /// Queue a submission; the receiver gets its id (and the job back) once it is committed.
+    pub fn submit(&self, job: NewJob) -> oneshot::Receiver<Submitted> {
+        let (tx, rx) = oneshot::channel();
+        self.send(Op::Insert(Box::new(job)), Done::Submitted(tx));
+        rx
+    }
+}
+
+fn run(mut conn: Connection, rx: mpsc::Receiver<Msg>) {
+    let mut batch = Vec::new();
+    while let Ok(first) = rx.recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(m) => batch.push(m),
+                Err(_) => break,
+            }
+        }
+        commit(&mut conn, &mut batch);
+    }
+    tracing::debug!("database writer: channel closed, all changes committed");
+}
+
+/// Commit `batch` in one transaction (or one each after a failure) and tell the senders.
+fn commit(conn: &mut Connection, batch: &mut Vec<Msg>) {
+    let n = batch.len();
+    let together = (|| -> Result<Vec<Option<JobId>>, StoreError> {
+        let tx = conn.transaction()?;
+        let ids = batch
+            .iter()
+            .map(|m| apply(&tx, &m.op))
+            .collect::<Result<Vec<_>, _>>()?;
+        tx.commit()?;
+        Ok(ids)
+    })();
+    match together {
+        Ok(ids) => {
+            tracing::trace!("committed {n} changes in one transaction");
+            for (m, id) in batch.drain(..).zip(ids) {
+                deliver(m, Ok(id));
+            }
+        }
+        Err(e) => {
+            tracing::warn!("a batch of {n} changes failed ({e}); retrying them one by one");
+            for m in batch.drain(..) {
+                let one = (|| -> Result<Option<JobId>, StoreError> {
+                    let tx = conn.transaction()?;
+                    let id = apply(&tx, &m.op)?;
+                    tx.commit()?;
+                    Ok(id)
+                })();
+                if let Err(e) = &one {
+                    tracing::error!("database change {:?} failed: {e}", op_name(&m.op));
+                }
+                deliver(m, one.map_err(|e| e.to_string()));
+            }
+        }
+    }
+}
+
+fn deliver(m: Msg, r: Result<Option<JobId>, String>) {
+    match m.done {
+        Done::Nothing => {}
+        Done::Submitted(tx) => {
+            let sent = match (r, m.op) {
+                (Ok(Some(id)), Op::Insert(job)) => Ok((id, job)),
+                (Err(e), _) => Err(e),
+                _ => Err("a submission got no job id".to_string()),
+            };
+            let _ = tx.send(sent);
+        }
+        Done::Then(f) => f(r.map(|_| ())),
+    }
+}
+
+fn op_name(op: &Op) -> String {
+    match op {
+        Op::Insert(_) => "insert a submission".into(),
+        Op::Start { job, .. } => format!("start job {job}"),
+        Op::Launched { job, .. } => format!("record the supervisor of job {job}"),
+        Op::CancelRequested { job, .. } => format!("record the cancellation of job {job}"),
+        Op::End(e) => format!("end job {} as {}", e.job, e.to),
+        Op::Barrier => "barrier".into(),
+    }
+}
+
+fn apply(tx: &Transaction, op: &Op) -> Result<Option<JobId>, StoreError> {
+    match op {
+        Op::Insert(j) => return insert_job(tx, j).map(Some),
+        Op::Start { job, time, alloc } => {
+            tx.prepare_cached(
+                "UPDATE jobs SET state = 'RUNNING', start_time = ?2, host = ?3, allocation = ?4
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                job.0 as i64,
+                *time as i64,
+                alloc.host,
+                serde_json::to_string(alloc).expect("allocations serialize"),
+            ])?;
+            event(
+                tx,
+                *job,
+                *time,
+                Some(JobState::Pending),
+                JobState::Running,
+                None,
+            )?;
+        }
+        Op::Launched {
+            job,
+            supervisor_pid,
+            master_port,
+        } => {
+            tx.prepare_cached("UPDATE jobs SET supervisor_pid = ?2, master_port = ?3 WHERE id = ?1")?
+                .execute(params![job.0 as i64, supervisor_pid, master_port])?;
+        }
+        Op::CancelRequested { job, by, time } => {
+            tx.prepare_cached("UPDATE jobs SET cancelled_by = ?2 WHERE id = ?1")?
+                .execute(params![job.0 as i64, by])?;
+            event(
+                tx,
+                *job,
+                *time,
+                Some(JobState::Running),
+                JobState::Running,
+                Some(&format!("cancel requested by uid {by}")),
+            )?;
+        }
+        Op::End(e) => {
+            tx.prepare_cached(
+                "UPDATE jobs SET state = ?2, end_time = ?3, exit_code = ?4, signal = ?5,
+                    reason = ?6, cancelled_by = COALESCE(?7, cancelled_by)
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                e.job.0 as i64,
+                state_name(e.to),
+                e.time as i64,
+                e.exit_code,
+                e.signal,
+                e.reason,
+                e.cancelled_by,
+            ])?;
+            event(tx, e.job, e.time, Some(e.from), e.to, e.reason.as_deref())?;
+        }
+        Op::Barrier => {}
+    }
+    Ok(None)
+}
