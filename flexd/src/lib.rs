@@ -1,4 +1,11 @@
 //! flexd: the Flex controller. `sched` is the pure scheduler core that flexd and flexsim share.
 
+pub mod config;
+pub mod daemon;
+pub mod exec;
+pub mod paths;
 pub mod sched;
+pub mod server;
+pub mod state;
+pub mod store;
 pub mod sim;
