@@ -94,7 +94,10 @@ impl Settings {
                 })?,
             )),
         };
-        Self::from_text(text.as_ref().map(|(o, t)| (o.as_str(), t.as_str())), overrides)
+        Self::from_text(
+            text.as_ref().map(|(o, t)| (o.as_str(), t.as_str())),
+            overrides,
+        )
     }
 
     /// Like [`Settings::load`] with the file's text given (origin, text).
@@ -161,8 +164,7 @@ impl Settings {
             limits: Limits {
                 max_script_bytes: src.size("limits.max_script_bytes", 64 << 20)?,
                 max_directives: src.int("limits.max_directives", 1, 100_000)? as u32,
-                max_queued_per_user: src.int("limits.max_queued_per_user", 1, 10_000_000)?
-                    as u32,
+                max_queued_per_user: src.int("limits.max_queued_per_user", 1, 10_000_000)? as u32,
                 max_frame_bytes: src.size("limits.max_frame_bytes", 1 << 30)?,
             },
         };
@@ -205,7 +207,11 @@ impl Settings {
             d(self.default_time_limit),
             d(new.default_time_limit),
         );
-        diff("max_time_limit", d(self.max_time_limit), d(new.max_time_limit));
+        diff(
+            "max_time_limit",
+            d(self.max_time_limit),
+            d(new.max_time_limit),
+        );
         diff("kill_grace", d(self.kill_grace), d(new.kill_grace));
         diff("keep_finished", d(self.keep_finished), d(new.keep_finished));
         diff(
@@ -251,10 +257,11 @@ fn secs(s: u64) -> Duration {
 }
 
 fn parse(origin: &str, text: &str) -> Result<toml::Table, ConfigError> {
-    text.parse().map_err(|e: toml::de::Error| ConfigError::Syntax {
-        origin: origin.to_string(),
-        message: e.to_string().trim_end().to_string(),
-    })
+    text.parse()
+        .map_err(|e: toml::de::Error| ConfigError::Syntax {
+            origin: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })
 }
 
 /// Lay `user` over `base`: known keys replace, tables merge, unknown keys become warnings.
@@ -419,7 +426,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "mib" => 1 << 20,
         "g" | "gb" => 1000 * 1000 * 1000,
         "gib" => 1 << 30,
-        u => return Err(format!("unknown size unit {u:?} (B, KB, KiB, MB, MiB, GB, GiB)")),
+        u => {
+            return Err(format!(
+                "unknown size unit {u:?} (B, KB, KiB, MB, MiB, GB, GiB)"
+            ))
+        }
     };
     Ok((num * mult as f64).round() as u64)
 }
@@ -447,11 +458,16 @@ mod tests {
     fn a_file_overrides_keys_and_unknown_keys_warn() {
         let file = "policy = \"fifo\"\nbogus = 1\nnccl_mode = \"patched\"\n\
                     nccl_lib_dir = \"/x\"\n[limits]\nmax_queued_per_user = 5\nwhat = 2\n";
-        let (s, w) = Settings::from_text(Some(("/etc/f.toml", file)), &Overrides::default())
-            .unwrap();
+        let (s, w) =
+            Settings::from_text(Some(("/etc/f.toml", file)), &Overrides::default()).unwrap();
         assert_eq!(s.policy.kind, PolicyKind::Fifo);
         assert_eq!(s.limits.max_queued_per_user, 5);
-        assert_eq!(s.nccl, NcclMode::Patched { lib_dir: "/x".into() });
+        assert_eq!(
+            s.nccl,
+            NcclMode::Patched {
+                lib_dir: "/x".into()
+            }
+        );
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(w[0].contains("/etc/f.toml") && w[0].contains("`bogus`"));
         assert!(w[1].contains("`limits.what`"));
@@ -475,7 +491,10 @@ mod tests {
             ("backfill_window = -1", "between 0 and 1000000"),
             ("policy = \"lottery\"", "unknown policy"),
             ("placement = \"random\"", "memory-optimized"),
-            ("[limits]\nmax_frame_bytes = \"2 GiB\"", "limits.max_frame_bytes"),
+            (
+                "[limits]\nmax_frame_bytes = \"2 GiB\"",
+                "limits.max_frame_bytes",
+            ),
             ("slurm_aliases = \"yes\"", "true or false"),
             ("default_time_limit = \"400days\"", "default_time_limit"),
         ];

@@ -238,7 +238,8 @@ fn check_socket(path: &Path) -> Result<(), DaemonError> {
 
 async fn serve(shared: Arc<Shared>, paths: &Paths, opts: &Options) -> Result<(), DaemonError> {
     use tokio::signal::unix::{signal, SignalKind};
-    let listener = tokio::net::UnixListener::bind(&paths.socket).map_err(io("cannot bind", &paths.socket))?;
+    let listener =
+        tokio::net::UnixListener::bind(&paths.socket).map_err(io("cannot bind", &paths.socket))?;
     // Everyone may connect; who they are comes from SO_PEERCRED.
     std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o666))
         .map_err(io("cannot chmod", &paths.socket))?;

@@ -325,7 +325,13 @@ impl State {
         }
         for p in d.pending {
             if let Reason::Unsatisfiable(why) = &p.reason {
-                self.end_pending(p.job, JobState::Failed, now, Some(format!("Unsatisfiable: {why}")), None);
+                self.end_pending(
+                    p.job,
+                    JobState::Failed,
+                    now,
+                    Some(format!("Unsatisfiable: {why}")),
+                    None,
+                );
                 continue;
             }
             if let Some(j) = self.jobs.get_mut(&p.job) {
@@ -480,7 +486,10 @@ impl State {
     /// Cancel a job: a pending one ends now, a running one's supervisor is told (its end
     /// comes from its status file). Errors are for the user.
     pub fn cancel(&mut self, id: JobId, by: u32, now: u64) -> Result<(), String> {
-        let j = self.jobs.get_mut(&id).ok_or_else(|| format!("job {id} not found"))?;
+        let j = self
+            .jobs
+            .get_mut(&id)
+            .ok_or_else(|| format!("job {id} not found"))?;
         match j.row.state {
             JobState::Pending => {
                 self.end_pending(id, JobState::Cancelled, now, None, Some(by));
@@ -506,9 +515,8 @@ impl State {
 
     /// Forget finished jobs that ended before `since` (the database keeps them).
     pub fn prune_finished(&mut self, since: u64) {
-        self.jobs.retain(|_, j| {
-            !j.row.state.is_finished() || j.row.end_time.is_none_or(|t| t >= since)
-        });
+        self.jobs
+            .retain(|_, j| !j.row.state.is_finished() || j.row.end_time.is_none_or(|t| t >= since));
     }
 
     /// The queue as the core sees it, with `extra` appended (for --test-only).

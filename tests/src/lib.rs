@@ -227,6 +227,25 @@ impl Daemon {
         })
     }
 
+    /// Send one request as another user (through the `flex-testclient` binary, run with that
+    /// uid and gid; needs root) and return flexd's response.
+    pub fn request_as(&self, uid: u32, gid: u32, req: &Request) -> Response {
+        use std::os::unix::process::CommandExt;
+        let out = Command::new(bin("flex-testclient"))
+            .arg(serde_json::to_string(req).expect("requests serialize"))
+            .env("FLEX_SOCKET", self.socket())
+            .uid(uid)
+            .gid(gid)
+            .output()
+            .expect("run flex-testclient");
+        assert!(
+            out.status.success(),
+            "flex-testclient as uid {uid} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("flex-testclient prints a response")
+    }
+
     /// Kill flexd with SIGKILL (its jobs and their supervisors keep running) and reap it.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {

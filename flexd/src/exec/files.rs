@@ -112,7 +112,10 @@ pub fn is_supervisor(pid: u32, job: JobId) -> bool {
 /// The live supervisor of `job`: the pid its run file names, else the one flexd recorded, else
 /// any process running as its supervisor (one that started while flexd went down).
 pub fn find_supervisor(run_dir: &Path, job: JobId, recorded: Option<u32>) -> Option<u32> {
-    let from_run = read_run(run_dir, job).ok().flatten().map(|r| r.supervisor_pid);
+    let from_run = read_run(run_dir, job)
+        .ok()
+        .flatten()
+        .map(|r| r.supervisor_pid);
     if let Some(pid) = [from_run, recorded]
         .into_iter()
         .flatten()

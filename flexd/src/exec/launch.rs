@@ -141,18 +141,16 @@ impl Launcher {
             .spawn()
             .map_err(|e| format!("cannot run {} supervise: {e}", self.exe.display()))?;
         let body = serde_json::to_vec(spec).expect("launch specs serialize");
-        let wrote = child
-            .stdin
-            .take()
-            .expect("piped stdin")
-            .write_all(&body);
+        let wrote = child.stdin.take().expect("piped stdin").write_all(&body);
         let mut out = String::new();
         let read = child
             .stdout
             .take()
             .expect("piped stdout")
             .read_to_string(&mut out);
-        let status = child.wait().map_err(|e| format!("waiting for the supervisor: {e}"))?;
+        let status = child
+            .wait()
+            .map_err(|e| format!("waiting for the supervisor: {e}"))?;
         if !status.success() {
             return Err(format!("the supervisor failed to start ({status})"));
         }
@@ -166,5 +164,7 @@ impl Launcher {
 
 /// A TCP port free on 127.0.0.1 right now, for the job's rendezvous.
 fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }

@@ -53,6 +53,13 @@ pub fn main(job: u64, run_dir: &Path) -> i32 {
         );
         return 2;
     }
+    // flexd may cancel the job as soon as it knows the supervisor's pid: hold SIGTERM until
+    // the supervisor's handler is in place (the fork inherits the mask).
+    let term_only = nix::sys::signal::SigSet::from(Signal::SIGTERM);
+    if let Err(e) = term_only.thread_block() {
+        eprintln!("flexd supervise: job {job}: sigprocmask: {e}");
+        return 2;
+    }
     if let Err(e) = nix::unistd::setsid() {
         eprintln!("flexd supervise: job {job}: setsid: {e}");
         return 2;
@@ -142,8 +149,13 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path) -> StatusFile {
         .and_then(|_| wake.1.try_clone())
         .and_then(|w| signal_hook::low_level::pipe::register(libc::SIGCHLD, w));
     if let Err(e) = registered {
-        return ended(spec, JobState::Failed, Some(format!("signal handlers: {e}")));
+        return ended(
+            spec,
+            JobState::Failed,
+            Some(format!("signal handlers: {e}")),
+        );
     }
+    let _ = nix::sys::signal::SigSet::from(Signal::SIGTERM).thread_unblock();
     write_run(run_dir, spec, None);
     if term.load(Ordering::SeqCst) {
         return ended(
@@ -219,7 +231,9 @@ fn watch(
             Some(_) => now + Duration::from_secs(1),
             None => limit,
         };
-        let wait = next.saturating_duration_since(now).min(Duration::from_secs(60));
+        let wait = next
+            .saturating_duration_since(now)
+            .min(Duration::from_secs(60));
         let ms = u16::try_from(wait.as_millis().max(1)).unwrap_or(u16::MAX);
         let mut fds = [nix::poll::PollFd::new(
             wake.as_fd(),
@@ -234,11 +248,9 @@ fn watch(
 /// Start the job's first process: the script's interpreter on a memfd copy of the script, in a
 /// new process group, as the user.
 fn spawn_job(spec: &LaunchSpec) -> Result<Child, String> {
-    let memfd = nix::sys::memfd::memfd_create(
-        c"flex-job-script",
-        nix::sys::memfd::MFdFlags::MFD_CLOEXEC,
-    )
-    .map_err(|e| format!("memfd_create: {e}"))?;
+    let memfd =
+        nix::sys::memfd::memfd_create(c"flex-job-script", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+            .map_err(|e| format!("memfd_create: {e}"))?;
     std::fs::File::from(memfd.try_clone().map_err(|e| format!("memfd: {e}"))?)
         .write_all(spec.script.as_bytes())
         .map_err(|e| format!("cannot write the script to a memfd: {e}"))?;
@@ -267,9 +279,8 @@ fn spawn_job(spec: &LaunchSpec) -> Result<Child, String> {
             .and_then(|u| nix::unistd::getgrouplist(&u, Gid::from_raw(spec.gid)).ok())
             .unwrap_or_else(|| vec![Gid::from_raw(spec.gid)])
     });
-    let cstr = |p: &[u8], what: &str| {
-        CString::new(p).map_err(|_| format!("{what} contains a NUL byte"))
-    };
+    let cstr =
+        |p: &[u8], what: &str| CString::new(p).map_err(|_| format!("{what} contains a NUL byte"));
     let workdir = cstr(spec.workdir.as_os_str().as_bytes(), "the working directory")?;
     let stdout = cstr(spec.stdout.as_bytes(), "the output path")?;
     let stderr = spec
@@ -284,8 +295,8 @@ fn spawn_job(spec: &LaunchSpec) -> Result<Child, String> {
         }
         set
     });
-    let (err_r, err_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| format!("pipe: {e}"))?;
+    let (err_r, err_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
     let ctx = ChildSetup {
         uid: Uid::from_raw(spec.uid),
         gid: Gid::from_raw(spec.gid),
@@ -346,8 +357,7 @@ impl ChildSetup {
     fn run(&self) -> std::io::Result<()> {
         use nix::errno::Errno;
         if let Some(groups) = &self.groups {
-            nix::unistd::setgroups(groups)
-                .map_err(|e| self.fail("setgroups".into(), e))?;
+            nix::unistd::setgroups(groups).map_err(|e| self.fail("setgroups".into(), e))?;
             nix::unistd::setgid(self.gid)
                 .map_err(|e| self.fail(format!("setgid {}", self.gid), e))?;
             nix::unistd::setuid(self.uid)
@@ -389,7 +399,8 @@ impl ChildSetup {
     /// Create an output file as the user (never through a symlink) onto descriptor `target`.
     fn redirect(&self, path: &CString, target: i32) -> std::io::Result<()> {
         use nix::errno::Errno;
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let flags =
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         // SAFETY: a valid NUL-terminated path.
         let fd = unsafe { libc::open(path.as_ptr(), flags, 0o644 as libc::c_uint) };
         if fd < 0 {

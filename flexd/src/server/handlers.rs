@@ -78,10 +78,15 @@ fn validate(s: &Settings, st: &State, peer: &Peer, mut spec: JobSpec) -> Result<
             ),
         ));
     }
-    for (what, p) in [("working directory", &spec.workdir), ("submit directory", &spec.submit_dir)]
-    {
+    for (what, p) in [
+        ("working directory", &spec.workdir),
+        ("submit directory", &spec.submit_dir),
+    ] {
         if !p.is_absolute() {
-            return invalid(format!("the {what} {} is not an absolute path", p.display()));
+            return invalid(format!(
+                "the {what} {} is not an absolute path",
+                p.display()
+            ));
         }
     }
     for (k, v) in &spec.env {
@@ -124,7 +129,10 @@ fn validate(s: &Settings, st: &State, peer: &Peer, mut spec: JobSpec) -> Result<
         ));
     }
     if let Err(why) = st.cluster.admit(&pending(JobId(u64::MAX), &spec)) {
-        return Err(err(ErrorKind::Unsatisfiable, format!("unsatisfiable: {why}")));
+        return Err(err(
+            ErrorKind::Unsatisfiable,
+            format!("unsatisfiable: {why}"),
+        ));
     }
     Ok(spec)
 }
@@ -200,7 +208,10 @@ pub fn test_only(s: &Settings, st: &mut State, peer: &Peer, spec: JobSpec, now: 
                 reason: Some(reason.to_string()),
             }),
         },
-        None => err(ErrorKind::Internal, "the scheduler did not consider the job"),
+        None => err(
+            ErrorKind::Internal,
+            "the scheduler did not consider the job",
+        ),
     }
 }
 
@@ -241,7 +252,10 @@ pub fn cancel(
     }
     if let Some(n) = signal {
         if nix::sys::signal::Signal::try_from(n).is_err() {
-            return err(ErrorKind::InvalidRequest, format!("{n} is not a signal number"));
+            return err(
+                ErrorKind::InvalidRequest,
+                format!("{n} is not a signal number"),
+            );
         }
     }
     let mut outcomes = Vec::with_capacity(jobs.len());
@@ -303,7 +317,10 @@ pub fn leaf_map(st: &State) -> Response {
     for j in st.running_jobs() {
         if let Some(a) = &j.alloc {
             for u in &a.units {
-                holders.entry((a.host.0, u.leaf.0)).or_default().push(j.row.id);
+                holders
+                    .entry((a.host.0, u.leaf.0))
+                    .or_default()
+                    .push(j.row.id);
             }
         }
     }

@@ -287,10 +287,7 @@ async fn read<T: serde::de::DeserializeOwned>(
     }
 }
 
-async fn write(
-    wr: &mut tokio::net::unix::OwnedWriteHalf,
-    msg: &Response,
-) -> std::io::Result<()> {
+async fn write(wr: &mut tokio::net::unix::OwnedWriteHalf, msg: &Response) -> std::io::Result<()> {
     wr.write_all(&proto::encode(msg)).await
 }
 
@@ -326,7 +323,9 @@ pub async fn dispatch(shared: &Shared, peer: &Peer, req: Request) -> Response {
             let status = files::read_status(&shared.run_dir, job);
             shared.with_core(|c| handlers::job_ended(&mut c.state, peer, job, status))
         }
-        other => shared.with_core(|c| handlers::handle(&c.settings, &mut c.state, peer, other, now)),
+        other => {
+            shared.with_core(|c| handlers::handle(&c.settings, &mut c.state, peer, other, now))
+        }
     }
 }
 
@@ -394,7 +393,10 @@ pub fn check_supervisors(shared: &Shared) {
                 }
             }
         };
-        tracing::info!("job {job}: its supervisor is gone; ending it as {}", outcome.state);
+        tracing::info!(
+            "job {job}: its supervisor is gone; ending it as {}",
+            outcome.state
+        );
         shared.with_core(|c| c.state.finish(job, outcome));
     }
 }

@@ -334,9 +334,7 @@ fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
         exit_code: r.get(12)?,
         signal: r.get(13)?,
         reason: r.get(14)?,
-        alloc: alloc
-            .map(|a| json(id, "allocation", &a))
-            .transpose()?,
+        alloc: alloc.map(|a| json(id, "allocation", &a)).transpose()?,
         supervisor_pid: r.get(16)?,
         master_port: r.get(17)?,
     })

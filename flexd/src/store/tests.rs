@@ -58,9 +58,14 @@ fn a_version_1_database_migrates_and_keeps_its_jobs() {
     let conn = open(&path).unwrap();
     assert_eq!(version(&conn), schema::VERSION);
     let old = load_job(&conn, JobId(1)).unwrap().unwrap();
-    assert_eq!((old.name.as_str(), old.state, old.exit_code), ("old", JobState::Completed, Some(0)));
+    assert_eq!(
+        (old.name.as_str(), old.state, old.exit_code),
+        ("old", JobState::Completed, Some(0))
+    );
     let by: Option<u32> = conn
-        .query_row("SELECT cancelled_by FROM jobs WHERE id = 1", [], |r| r.get(0))
+        .query_row("SELECT cancelled_by FROM jobs WHERE id = 1", [], |r| {
+            r.get(0)
+        })
         .unwrap();
     assert_eq!(by, None);
     // Opening again changes nothing.
@@ -86,7 +91,9 @@ fn submissions_commit_in_groups_with_distinct_ids() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("flex.db");
     let (w, thread) = Writer::spawn(open(&path).unwrap());
-    let rxs: Vec<_> = (0..500).map(|i| w.submit(new_job(&format!("j{i}")))).collect();
+    let rxs: Vec<_> = (0..500)
+        .map(|i| w.submit(new_job(&format!("j{i}"))))
+        .collect();
     let mut ids: Vec<u64> = rxs
         .into_iter()
         .map(|rx| rx.blocking_recv().unwrap().unwrap().0 .0)
@@ -107,7 +114,11 @@ fn submissions_commit_in_groups_with_distinct_ids() {
         .unwrap();
     assert_eq!(n, 500);
     let events: i64 = conn
-        .query_row("SELECT COUNT(*) FROM job_events WHERE to_state = 'PENDING'", [], |r| r.get(0))
+        .query_row(
+            "SELECT COUNT(*) FROM job_events WHERE to_state = 'PENDING'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(events, 500);
     let row = launch_row(&conn, JobId(ids[0])).unwrap().unwrap();
@@ -220,7 +231,10 @@ fn starts_and_ends_are_recorded_and_loaded() {
     assert_eq!(rows[0].alloc.as_ref(), Some(&alloc));
     assert_eq!(rows[0].supervisor_pid, Some(4242));
     assert_eq!(rows[0].master_port, Some(29500));
-    assert_eq!((rows[1].state, rows[1].signal), (JobState::Timeout, Some(15)));
+    assert_eq!(
+        (rows[1].state, rows[1].signal),
+        (JobState::Timeout, Some(15))
+    );
     // Finished before the cut-off: not loaded, still in the table.
     assert_eq!(load_jobs(&conn, 201).unwrap().len(), 2);
     assert!(load_job(&conn, b).unwrap().is_some());

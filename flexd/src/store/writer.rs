@@ -222,8 +222,10 @@ fn apply(tx: &Transaction, op: &Op) -> Result<Option<JobId>, StoreError> {
             supervisor_pid,
             master_port,
         } => {
-            tx.prepare_cached("UPDATE jobs SET supervisor_pid = ?2, master_port = ?3 WHERE id = ?1")?
-                .execute(params![job.0 as i64, supervisor_pid, master_port])?;
+            tx.prepare_cached(
+                "UPDATE jobs SET supervisor_pid = ?2, master_port = ?3 WHERE id = ?1",
+            )?
+            .execute(params![job.0 as i64, supervisor_pid, master_port])?;
         }
         Op::CancelRequested { job, by, time } => {
             tx.prepare_cached("UPDATE jobs SET cancelled_by = ?2 WHERE id = ?1")?
