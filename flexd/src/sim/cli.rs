@@ -4,7 +4,7 @@
 
 use super::charts;
 use super::compare::{self, CompareSpec};
-use super::gen::{generate, Category, GenSpec, KindMix};
+use super::gen::{generate, Category, GenSpec, KindMix, Oversize};
 use super::metrics::Metrics;
 use super::models::{Hardware, ModelKind};
 use super::trace::{kind_name, Trace};
@@ -102,9 +102,12 @@ struct GenArgs {
     /// Number of jobs (default: the paper's, Table 2 doubled).
     #[arg(long)]
     jobs: Option<usize>,
-    /// Lower larger job sizes to this (the paper's Figure 7 uses 4).
+    /// Largest job size (the paper's Figure 7 uses 4).
     #[arg(long)]
     max_size: Option<u32>,
+    /// What happens to jobs above --max-size: left out (drop) or made smaller (clamp).
+    #[arg(long, value_enum, default_value_t = Oversize::Drop)]
+    oversize: Oversize,
     #[command(flatten)]
     arrivals: ArrivalArgs,
     #[command(flatten)]
@@ -136,10 +139,13 @@ struct CompareArgs {
     policies: Vec<PolicyKind>,
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = ModelKind::ALL)]
     models: Vec<ModelKind>,
-    /// Lower larger job sizes to this; 0 keeps Table 2's sizes (Static-MIG then runs only
-    /// traces without jobs above 4, so it drops out of training traces).
+    /// Largest job size (the paper's Figure 7 uses 4); 0 keeps Table 2's sizes, and Static-MIG
+    /// then drops out of the training traces, which have jobs above 4.
     #[arg(long, default_value_t = 4)]
     max_size: u32,
+    /// What happens to jobs above --max-size: left out (drop) or made smaller (clamp).
+    #[arg(long, value_enum, default_value_t = Oversize::Drop)]
+    oversize: Oversize,
     #[command(flatten)]
     arrivals: ArrivalArgs,
     #[command(flatten)]
@@ -325,6 +331,7 @@ fn gen(a: GenArgs) -> Result<(), SimError> {
     let spec = GenSpec {
         jobs: a.jobs,
         max_size: a.max_size,
+        oversize: a.oversize,
         load: a.arrivals.load,
         duration_mix: a.arrivals.duration_mix,
         ..GenSpec::paper(a.category, a.kind, a.seed, hw.total_leaves())
@@ -354,6 +361,7 @@ fn compare(a: CompareArgs) -> Result<(), SimError> {
         models: a.models,
         window: a.sim.window,
         max_size: (a.max_size > 0).then_some(a.max_size),
+        oversize: a.oversize,
         load: a.arrivals.load,
         duration_mix: a.arrivals.duration_mix,
         drain_s: a.sim.drain_s,
@@ -402,6 +410,7 @@ fn compare(a: CompareArgs) -> Result<(), SimError> {
         };
         let trace = generate(&GenSpec {
             max_size: spec.max_size,
+            oversize: spec.oversize,
             load: spec.load,
             duration_mix: spec.duration_mix,
             ..GenSpec::paper(category, kind, spec.seed, hw.total_leaves())

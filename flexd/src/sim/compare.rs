@@ -22,6 +22,7 @@ pub struct CompareSpec {
     pub window: usize,
     /// Cap on job sizes (the paper's Figure 7 uses 4, which Static-MIG needs).
     pub max_size: Option<u32>,
+    pub oversize: super::gen::Oversize,
     pub load: f64,
     pub duration_mix: [f64; 3],
     pub drain_s: u64,
@@ -94,6 +95,7 @@ pub fn run(
                 let seed = spec.seed.wrapping_add(i as u64);
                 let g = GenSpec {
                     max_size: spec.max_size,
+                    oversize: spec.oversize,
                     load: spec.load,
                     duration_mix: spec.duration_mix,
                     ..GenSpec::paper(category, kind, seed, hw.total_leaves())

@@ -38,6 +38,17 @@ pub enum KindMix {
     Mixed,
 }
 
+/// What `max_size` does to larger jobs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Oversize {
+    /// Leave them out of the trace.
+    #[default]
+    Drop,
+    /// Lower their size to the cap.
+    Clamp,
+}
+
 impl Category {
     pub const ALL: [Category; 3] = [Category::Small, Category::Balanced, Category::Large];
 
@@ -97,8 +108,9 @@ pub struct GenSpec {
     pub seed: u64,
     /// Number of jobs; None for the paper's count (Table 2 doubled).
     pub jobs: Option<usize>,
-    /// Sizes above this are lowered to it.
+    /// Largest job size; larger jobs are dropped or clamped as `oversize` says.
     pub max_size: Option<u32>,
+    pub oversize: Oversize,
     /// Offered load: 1.0 submits work as fast as perfectly packed leaves could run it.
     pub load: f64,
     /// Weights of the short / medium / long classes.
@@ -116,6 +128,7 @@ impl GenSpec {
             seed,
             jobs: None,
             max_size: None,
+            oversize: Oversize::Drop,
             load: 1.0,
             duration_mix: [1.0, 1.0, 1.0],
             total_leaves,
@@ -173,7 +186,19 @@ fn multiset(category: Category, kind: KindMix) -> Vec<(u32, JobKind)> {
 pub fn generate(spec: &GenSpec) -> Result<Trace, String> {
     spec.validate()?;
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
-    let base = multiset(spec.category, spec.kind);
+    let mut base = multiset(spec.category, spec.kind);
+    if let Some(m) = spec.max_size {
+        match spec.oversize {
+            Oversize::Drop => base.retain(|(s, _)| *s <= m),
+            Oversize::Clamp => base.iter_mut().for_each(|(s, _)| *s = (*s).min(m)),
+        }
+        if base.is_empty() {
+            return Err(format!(
+                "no job of the {} category is {m} slices or smaller",
+                spec.category
+            ));
+        }
+    }
     let n = spec.jobs.unwrap_or(base.len());
     let mut picks = Vec::with_capacity(n);
     while picks.len() < n {
@@ -200,7 +225,7 @@ pub fn generate(spec: &GenSpec) -> Result<Trace, String> {
             TraceJob {
                 id: i as u64 + 1,
                 submit_s: 0,
-                leaves: spec.max_size.map_or(size, |m| size.min(m)),
+                leaves: size,
                 duration_s: rng.gen_range(lo..=hi),
                 kind,
                 mem_gb: None,
@@ -260,6 +285,25 @@ mod tests {
         s.jobs = Some(500);
         let t = generate(&s).unwrap();
         assert_eq!(t.jobs.len(), 500);
+        // dropping keeps Table 2's proportions of the smaller sizes; clamping turns 6 and 8 into 4
+        let small = |t: &Trace| t.jobs.iter().filter(|j| j.leaves < 4).count();
+        let clamped = generate(&GenSpec {
+            oversize: Oversize::Clamp,
+            ..s.clone()
+        })
+        .unwrap();
+        assert!(
+            small(&t) > 180 && small(&clamped) < 160,
+            "{} {}",
+            small(&t),
+            small(&clamped)
+        );
+        let paper = generate(&GenSpec {
+            jobs: None,
+            ..s.clone()
+        })
+        .unwrap();
+        assert_eq!(paper.jobs.len(), 40);
         assert!(t.jobs.iter().all(|j| j.leaves <= 4));
         assert!(t.jobs.iter().all(|j| (600..=7200).contains(&j.duration_s)));
         assert_eq!(t.jobs[0].submit_s, 0);

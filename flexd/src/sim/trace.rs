@@ -71,7 +71,19 @@ impl Trace {
     }
 
     /// Parse a trace; `origin` names it in errors.
-    pub fn from_reader<R: Read>(r: R, origin: &str) -> Result<Self, TraceError> {
+    pub fn from_reader<R: Read>(mut r: R, origin: &str) -> Result<Self, TraceError> {
+        let mut data = Vec::new();
+        r.read_to_end(&mut data).map_err(|source| TraceError::Read {
+            path: origin.to_string(),
+            source,
+        })?;
+        // The csv crate does not count comment lines; count newlines before the byte offset.
+        let line_at = |byte: u64| {
+            1 + data[..(byte as usize).min(data.len())]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count() as u64
+        };
         let bad = |line: u64, message: String| TraceError::Bad {
             origin: origin.to_string(),
             line,
@@ -80,12 +92,12 @@ impl Trace {
         let mut rdr = csv::ReaderBuilder::new()
             .trim(csv::Trim::All)
             .comment(Some(b'#'))
-            .from_reader(r);
+            .from_reader(data.as_slice());
         let headers = rdr
             .headers()
-            .map_err(|e| bad(csv_line(&e).unwrap_or(1), csv_message(&e)))?
+            .map_err(|e| bad(csv_byte(&e).map_or(1, line_at), csv_message(&e)))?
             .clone();
-        let header_line = headers.position().map_or(1, |p| p.line());
+        let header_line = headers.position().map_or(1, |p| line_at(p.byte()));
         let col = |name: &str| headers.iter().position(|h| h == name);
         let mut cols = [0usize; 5];
         for (i, name) in REQUIRED.iter().enumerate() {
@@ -109,8 +121,8 @@ impl Trace {
         let mut jobs = Vec::new();
         let mut first_line = std::collections::HashMap::new();
         for rec in rdr.records() {
-            let rec = rec.map_err(|e| bad(csv_line(&e).unwrap_or(0), csv_message(&e)))?;
-            let line = rec.position().map_or(0, |p| p.line());
+            let rec = rec.map_err(|e| bad(csv_byte(&e).map_or(0, line_at), csv_message(&e)))?;
+            let line = rec.position().map_or(0, |p| line_at(p.byte()));
             let field = |i: usize| rec.get(i).unwrap_or("");
             let err =
                 |name: &str, value: &str, why: &str| bad(line, format!("{name} \"{value}\" {why}"));
@@ -234,10 +246,11 @@ fn seconds(s: &str, zero_ok: bool) -> Result<u64, &'static str> {
     Ok(whole)
 }
 
-fn csv_line(e: &csv::Error) -> Option<u64> {
+/// Byte offset of the record a csv error is about.
+fn csv_byte(e: &csv::Error) -> Option<u64> {
     match e.kind() {
-        csv::ErrorKind::UnequalLengths { pos, .. } => pos.as_ref().map(|p| p.line()),
-        _ => e.position().map(|p| p.line()),
+        csv::ErrorKind::UnequalLengths { pos, .. } => pos.as_ref().map(|p| p.byte()),
+        _ => e.position().map(|p| p.byte()),
     }
 }
 
