@@ -73,15 +73,30 @@ impl Trace {
     /// Parse a trace; `origin` names it in errors.
     pub fn from_reader<R: Read>(mut r: R, origin: &str) -> Result<Self, TraceError> {
         let mut data = Vec::new();
-        r.read_to_end(&mut data).map_err(|source| TraceError::Read {
-            path: origin.to_string(),
-            source,
-        })?;
-        // The csv crate does not count comment lines; count newlines before the byte offset.
+        r.read_to_end(&mut data)
+            .map_err(|source| TraceError::Read {
+                path: origin.to_string(),
+                source,
+            })?;
+        // The csv crate counts neither comment lines nor blank lines, and a record's position
+        // may be at the comments before it: skip those, then count newlines.
         let line_at = |byte: u64| {
-            1 + data[..(byte as usize).min(data.len())]
+            let mut b = (byte as usize).min(data.len());
+            while b < data.len() {
+                let end = data[b..]
+                    .iter()
+                    .position(|&c| c == b'\n')
+                    .map_or(data.len(), |i| b + i);
+                let line = &data[b..end];
+                if line.first() == Some(&b'#') || line.iter().all(|c| c.is_ascii_whitespace()) {
+                    b = end + 1;
+                } else {
+                    break;
+                }
+            }
+            1 + data[..b.min(data.len())]
                 .iter()
-                .filter(|&&b| b == b'\n')
+                .filter(|&&c| c == b'\n')
                 .count() as u64
         };
         let bad = |line: u64, message: String| TraceError::Bad {
@@ -321,6 +336,10 @@ mod tests {
             (
                 "1,0,1,60\n",
                 "t.csv:2: expected 5 fields as in the header, found 4",
+            ),
+            (
+                "# c\n\n1,0,1,60,train\n# c\n\n2,0,1,0,train\n",
+                "t.csv:7: duration_s \"0\" must be more than 0 seconds",
             ),
         ];
         for (rows, want) in cases {
