@@ -178,10 +178,10 @@ mod tests {
 
     #[test]
     fn supervisor_command_lines_are_recognised() {
-        let c = b"/usr/bin/flexd\0supervise\0--job\012\0--run-dir\0/x\0";
+        let c = b"/usr/bin/flexd\0supervise\0--job\x0012\0--run-dir\0/x\0";
         assert!(is_supervisor_cmdline(c, JobId(12)));
         assert!(!is_supervisor_cmdline(c, JobId(1)));
-        assert!(!is_supervisor_cmdline(b"sleep\0012\0", JobId(12)));
+        assert!(!is_supervisor_cmdline(b"sleep\x0012\0", JobId(12)));
         assert!(!is_supervisor(std::process::id(), JobId(12)));
     }
 

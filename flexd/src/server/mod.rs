@@ -3,6 +3,8 @@
 //! synchronous [`handlers`]. Also the scheduling loop that wakes the core.
 
 pub mod handlers;
+#[cfg(test)]
+mod tests;
 
 use crate::config::Settings;
 use crate::exec::files;

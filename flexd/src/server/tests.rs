@@ -1,0 +1,461 @@
+//! The handlers and the state without a socket, a database or processes: a fake signaller
+//! records what would have been sent, the outbox what would have been written.
+
+use super::handlers::{self, Peer};
+use crate::config::Settings;
+use crate::exec::affinity::CpuMap;
+use crate::exec::files::StatusFile;
+use crate::sched::{Cluster, ClusterConfig};
+use crate::state::{Effect, Found, Signaller, State};
+use crate::store::writer::Op;
+use crate::store::JobRow;
+use flexsub::proto::{ErrorKind, JobSpec, JobState, QueueFilter, Request, Response};
+use gres_plugin::{JobId, Request as ResourceRequest};
+use std::sync::{Arc, Mutex};
+
+type Sent = Arc<Mutex<Vec<String>>>;
+
+struct FakeSignaller(Sent);
+
+impl Signaller for FakeSignaller {
+    fn supervisor(&self, pid: u32, signal: i32) -> Result<(), String> {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("supervisor {pid} {signal}"));
+        Ok(())
+    }
+    fn job_group(&self, job: JobId, signal: i32) -> Result<(), String> {
+        self.0.lock().unwrap().push(format!("job {job} {signal}"));
+        Ok(())
+    }
+}
+
+const NOW: u64 = 1_000_000;
+
+fn state(daemon_uid: u32) -> (State, Sent) {
+    let host = gres_plugin::probe::discover_file(std::path::Path::new("a100-40gb-x2.toml"))
+        .unwrap()
+        .host;
+    let cores: Vec<u32> = host.cores.iter().map(|c| c.id.0).collect();
+    let (cpus, _) = CpuMap::new(&cores, cores.clone());
+    let sent = Sent::default();
+    let st = State::new(
+        Cluster::new(vec![host], ClusterConfig::default()),
+        cpus,
+        Box::new(FakeSignaller(sent.clone())),
+        daemon_uid,
+    );
+    (st, sent)
+}
+
+fn peer(uid: u32, user: &str) -> Peer {
+    Peer {
+        uid,
+        gid: uid,
+        pid: Some(1),
+        user: user.into(),
+    }
+}
+
+fn spec(leaves: u32) -> JobSpec {
+    JobSpec {
+        name: "t".into(),
+        script: "#!/bin/sh\ntrue\n".into(),
+        args: vec![],
+        workdir: "/tmp".into(),
+        submit_dir: "/tmp".into(),
+        env: vec![],
+        stdout: None,
+        stderr: None,
+        request: ResourceRequest::leaves(leaves, 600),
+        account: None,
+    }
+}
+
+/// Submit as the dispatcher does, with the database's id.
+fn submit(s: &Settings, st: &mut State, p: &Peer, id: u64, leaves: u32) -> JobId {
+    let job = handlers::prepare_submit(s, st, p, spec(leaves), NOW).unwrap();
+    st.add_submitted(JobId(id), job);
+    JobId(id)
+}
+
+fn error(r: Response) -> (ErrorKind, String) {
+    match r {
+        Response::Error(e) => (e.kind, e.message),
+        r => panic!("expected an error, got {r:?}"),
+    }
+}
+
+fn view(st: &State, id: JobId) -> flexsub::proto::JobView {
+    st.job(id).unwrap().view()
+}
+
+#[test]
+fn a_submission_is_queued_then_started_with_its_launch_after_the_commit() {
+    let s = Settings::defaults();
+    let (mut st, _) = state(0);
+    let ana = peer(1000, "ana");
+    let j = submit(&s, &mut st, &ana, 1, 6);
+    assert_eq!(view(&st, j).state, JobState::Pending);
+    assert!(st.take_dirty());
+    assert_eq!(st.schedule(&s, NOW), 1);
+    let v = view(&st, j);
+    assert_eq!((v.state, v.start_time), (JobState::Running, Some(NOW)));
+    let alloc = v.alloc.unwrap();
+    assert_eq!(alloc.leaves.len(), 6);
+    let out = st.take_outbox();
+    match &out[..] {
+        [Effect::Start(Op::Start { job, time, .. }, launch)] => {
+            assert_eq!((*job, *time), (j, NOW));
+            assert_eq!(launch.units.len(), 6);
+            assert_eq!(launch.cores.len(), 6);
+            assert_eq!(launch.cores_per_unit, 1);
+            assert_eq!(launch.bind_cpus, launch.cores);
+            assert_eq!(launch.time_limit_s, 600);
+        }
+        o => panic!("{o:?}"),
+    }
+    // Defaults fill a time limit and cores per leaf of 0.
+    let mut sp = spec(1);
+    sp.request.time_limit_s = 0;
+    sp.request.cores_per_leaf = 0;
+    sp.name = String::new();
+    let nj = handlers::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap();
+    assert_eq!(nj.spec.request.time_limit_s, 3600);
+    assert_eq!(nj.spec.request.cores_per_leaf, 1);
+    assert_eq!(nj.spec.name, "job");
+    assert_eq!(st.queued_by(1000), 2);
+}
+
+#[test]
+fn submissions_are_refused_with_the_reason() {
+    let mut s = Settings::defaults();
+    s.limits.max_queued_per_user = 1;
+    let (mut st, _) = state(0);
+    let ana = peer(1000, "ana");
+    let (k, m) = error(handlers::prepare_submit(&s, &mut st, &ana, spec(15), NOW).unwrap_err());
+    assert_eq!(k, ErrorKind::Unsatisfiable);
+    assert!(m.starts_with("unsatisfiable: "), "{m}");
+    let mut sp = spec(1);
+    sp.request.time_limit_s = 8 * 86400;
+    let (k, m) = error(handlers::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
+    assert_eq!(k, ErrorKind::LimitExceeded);
+    assert!(m.contains("max_time_limit = 7days"), "{m}");
+    let mut sp = spec(1);
+    sp.env = vec![("A=B".into(), "x".into())];
+    let (k, _) = error(handlers::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
+    assert_eq!(k, ErrorKind::InvalidRequest);
+    submit(&s, &mut st, &ana, 1, 1);
+    let (k, m) = error(handlers::prepare_submit(&s, &mut st, &ana, spec(1), NOW).unwrap_err());
+    assert_eq!(k, ErrorKind::LimitExceeded);
+    assert!(m.contains("ana already has 1 jobs"), "{m}");
+    // Another user has a limit of their own.
+    submit(&s, &mut st, &peer(1001, "bo"), 2, 1);
+}
+
+#[test]
+fn a_non_root_flexd_runs_jobs_only_for_its_own_user() {
+    let s = Settings::defaults();
+    let (mut st, _) = state(500);
+    let (k, m) =
+        error(handlers::prepare_submit(&s, &mut st, &peer(1000, "ana"), spec(1), NOW).unwrap_err());
+    assert_eq!(k, ErrorKind::PermissionDenied);
+    assert!(m.contains("flexd runs as uid 500"), "{m}");
+    assert!(handlers::prepare_submit(&s, &mut st, &peer(500, "svc"), spec(1), NOW).is_ok());
+}
+
+#[test]
+fn cancel_checks_ownership_and_reaches_the_supervisor() {
+    let s = Settings::defaults();
+    let (mut st, sent) = state(0);
+    let ana = peer(1000, "ana");
+    let bo = peer(1001, "bo");
+    let running = submit(&s, &mut st, &ana, 1, 14);
+    let pending = submit(&s, &mut st, &ana, 2, 1);
+    st.schedule(&s, NOW);
+    st.take_outbox();
+
+    let cancel = |st: &mut State, p: &Peer, jobs: Vec<JobId>, signal| {
+        handlers::handle(&s, st, p, Request::Cancel { jobs, signal }, NOW)
+    };
+    let (k, m) = error(cancel(&mut st, &bo, vec![running], None));
+    assert_eq!(k, ErrorKind::PermissionDenied);
+    assert_eq!(m, "permission denied: job 1 belongs to ana");
+    let (k, m) = error(cancel(&mut st, &ana, vec![JobId(9)], None));
+    assert_eq!((k, m.as_str()), (ErrorKind::NotFound, "job 9 not found"));
+
+    // Before the supervisor is known, the cancel waits for it.
+    match cancel(&mut st, &ana, vec![running, JobId(9)], None) {
+        Response::Cancelled(o) => {
+            assert_eq!(o[0].error, None);
+            assert_eq!(o[1].error.as_deref(), Some("job 9 not found"));
+        }
+        r => panic!("{r:?}"),
+    }
+    assert!(sent.lock().unwrap().is_empty());
+    st.launched(running, 4242, 29500);
+    assert_eq!(sent.lock().unwrap().as_slice(), ["supervisor 4242 15"]);
+    assert_eq!(
+        view(&st, running).state,
+        JobState::Running,
+        "until its status says"
+    );
+
+    // Root may cancel anyone's pending job; it ends at once.
+    assert!(matches!(
+        cancel(&mut st, &peer(0, "root"), vec![pending], None),
+        Response::Cancelled(_)
+    ));
+    assert_eq!(view(&st, pending).state, JobState::Cancelled);
+    let ends: Vec<_> = st
+        .take_outbox()
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Write(Op::End(e)) => Some((e.job, e.to, e.cancelled_by)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends, vec![(pending, JobState::Cancelled, Some(0))]);
+
+    // A signal goes to the job's group; a pending or finished job has none.
+    assert!(matches!(
+        cancel(&mut st, &ana, vec![running], Some(10)),
+        Response::Cancelled(_)
+    ));
+    assert_eq!(sent.lock().unwrap().last().unwrap(), "job 1 10");
+    let (k, _) = error(cancel(&mut st, &ana, vec![pending], Some(10)));
+    assert_eq!(k, ErrorKind::InvalidRequest);
+    let (k, _) = error(cancel(&mut st, &ana, vec![running], Some(99)));
+    assert_eq!(k, ErrorKind::InvalidRequest);
+}
+
+#[test]
+fn a_reported_end_frees_the_leaves_for_the_next_job() {
+    let s = Settings::defaults();
+    let (mut st, _) = state(0);
+    let ana = peer(1000, "ana");
+    let a = submit(&s, &mut st, &ana, 1, 14);
+    let b = submit(&s, &mut st, &ana, 2, 2);
+    st.schedule(&s, NOW);
+    let vb = view(&st, b);
+    assert_eq!(vb.reason.as_deref(), Some("Resources"));
+    assert_eq!(vb.estimated_start, Some(NOW + 600));
+    match handlers::handle(&s, &mut st, &ana, Request::LeafMap, NOW) {
+        Response::LeafMap(h) => {
+            assert_eq!(h[0].leaves.len(), 14);
+            assert!(h[0].leaves.iter().all(|l| l.free == 0 && l.jobs == vec![a]));
+        }
+        r => panic!("{r:?}"),
+    }
+    let status = StatusFile {
+        job: 1,
+        state: JobState::Completed,
+        exit_code: Some(0),
+        signal: None,
+        end_time: NOW + 5,
+        note: None,
+    };
+    let r = handlers::job_ended(&mut st, &ana, a, Ok(Some(status.clone())));
+    assert_eq!(
+        error(r).0,
+        ErrorKind::PermissionDenied,
+        "only the supervisor's user"
+    );
+    assert_eq!(
+        handlers::job_ended(&mut st, &peer(0, "root"), a, Ok(Some(status.clone()))),
+        Response::Pong
+    );
+    let va = view(&st, a);
+    assert_eq!(
+        (va.state, va.exit_code, va.end_time),
+        (JobState::Completed, Some(0), Some(NOW + 5))
+    );
+    // Told twice: nothing happens the second time.
+    st.take_outbox();
+    handlers::job_ended(&mut st, &peer(0, "root"), a, Ok(Some(status)));
+    assert!(st.take_outbox().is_empty());
+    st.schedule(&s, NOW + 5);
+    assert_eq!(view(&st, b).state, JobState::Running);
+}
+
+#[test]
+fn the_queue_view_filters() {
+    let s = Settings::defaults();
+    let (mut st, _) = state(0);
+    let a = submit(&s, &mut st, &peer(1000, "ana"), 1, 1);
+    let b = submit(&s, &mut st, &peer(1001, "bo"), 2, 1);
+    let c = submit(&s, &mut st, &peer(1001, "bo"), 3, 1);
+    handlers::handle(
+        &s,
+        &mut st,
+        &peer(1001, "bo"),
+        Request::Cancel {
+            jobs: vec![c],
+            signal: None,
+        },
+        NOW,
+    );
+    st.schedule(&s, NOW);
+    let ids = |st: &mut State, f: QueueFilter| -> Vec<JobId> {
+        match handlers::handle(&s, st, &peer(1000, "ana"), Request::Queue(f), NOW) {
+            Response::Queue(v) => v.into_iter().map(|j| j.id).collect(),
+            r => panic!("{r:?}"),
+        }
+    };
+    assert_eq!(ids(&mut st, QueueFilter::default()), vec![a, b]);
+    let all = QueueFilter {
+        include_finished: true,
+        ..QueueFilter::default()
+    };
+    assert_eq!(ids(&mut st, all), vec![a, b, c]);
+    let bo = QueueFilter {
+        users: vec!["bo".into()],
+        ..QueueFilter::default()
+    };
+    assert_eq!(ids(&mut st, bo), vec![b]);
+    let by_uid = QueueFilter {
+        users: vec!["1000".into()],
+        ..QueueFilter::default()
+    };
+    assert_eq!(ids(&mut st, by_uid), vec![a]);
+    let cancelled = QueueFilter {
+        states: vec![JobState::Cancelled],
+        ..QueueFilter::default()
+    };
+    assert_eq!(ids(&mut st, cancelled), vec![c]);
+    let named = QueueFilter {
+        jobs: vec![c, a],
+        ..QueueFilter::default()
+    };
+    assert_eq!(ids(&mut st, named), vec![a, c]);
+    st.prune_finished(NOW + 1);
+    assert!(st.job(c).is_none());
+}
+
+#[test]
+fn test_only_answers_without_queueing() {
+    let s = Settings::defaults();
+    let (mut st, _) = state(0);
+    let ana = peer(1000, "ana");
+    match handlers::handle(&s, &mut st, &ana, Request::TestOnly(spec(6)), NOW) {
+        Response::WouldStart(w) => {
+            assert_eq!(w.alloc.unwrap().leaves.len(), 6);
+            assert_eq!(w.estimated_start, Some(NOW));
+        }
+        r => panic!("{r:?}"),
+    }
+    assert_eq!(st.pending_count(), 0);
+    assert_eq!(st.queued_by(1000), 0);
+    assert!(st.take_outbox().is_empty());
+    submit(&s, &mut st, &ana, 1, 14);
+    st.schedule(&s, NOW);
+    match handlers::handle(&s, &mut st, &ana, Request::TestOnly(spec(1)), NOW) {
+        Response::WouldStart(w) => {
+            assert!(w.alloc.is_none());
+            assert_eq!(w.estimated_start, Some(NOW + 600));
+            assert_eq!(w.reason.as_deref(), Some("Resources"));
+        }
+        r => panic!("{r:?}"),
+    }
+}
+
+fn row(id: u64, state: JobState, leaves: u32) -> JobRow {
+    JobRow {
+        id: JobId(id),
+        name: "r".into(),
+        uid: 1000,
+        gid: 1000,
+        user: "ana".into(),
+        account: String::new(),
+        request: ResourceRequest::leaves(leaves, 600),
+        priority: 0,
+        state,
+        submit_time: NOW - 100,
+        start_time: None,
+        end_time: None,
+        exit_code: None,
+        signal: None,
+        reason: None,
+        alloc: None,
+        supervisor_pid: Some(77),
+        master_port: None,
+    }
+}
+
+#[test]
+fn recovery_readopts_ends_and_never_hands_a_leaf_out_twice() {
+    let s = Settings::defaults();
+    // Allocations as a previous flexd stored them: two jobs on the same leaves (a corrupt or
+    // changed state) must not both be adopted.
+    let (first, _) = state(0);
+    let j = crate::sched::PendingJob {
+        id: JobId(1),
+        request: ResourceRequest::leaves(14, 600),
+        priority: 0,
+        kind: Default::default(),
+    };
+    let placement = crate::sched::Model::place(&first.cluster, &j).unwrap();
+    let stored = crate::store::StoredAlloc::new(&placement, first.cluster.host(placement.host));
+    let mut alive = row(1, JobState::Running, 14);
+    alive.alloc = Some(stored.clone());
+    alive.start_time = Some(NOW - 50);
+    let mut twice = row(2, JobState::Running, 14);
+    twice.alloc = Some(stored.clone());
+    let mut ended = row(3, JobState::Running, 1);
+    ended.alloc = Some(stored.clone());
+    let mut gone = row(4, JobState::Running, 1);
+    gone.alloc = Some(stored);
+    let pending = row(7, JobState::Pending, 1);
+    let mut finished = row(6, JobState::Completed, 1);
+    finished.end_time = Some(NOW - 10);
+    let impossible = row(5, JobState::Pending, 40);
+
+    let (mut st, sent) = state(0);
+    let mut gone_seen = Vec::new();
+    st.recover(
+        vec![alive, twice, ended, gone, pending, finished, impossible],
+        NOW,
+        |r| match r.id.0 {
+            1 => Found::Alive(101),
+            2 => Found::Alive(102),
+            3 => Found::Ended(StatusFile {
+                job: 3,
+                state: JobState::Failed,
+                exit_code: Some(2),
+                signal: None,
+                end_time: NOW - 20,
+                note: None,
+            }),
+            _ => Found::Gone,
+        },
+        |r| gone_seen.push(r.id),
+    );
+    let state_of = |st: &State, id: u64| view(st, JobId(id)).state;
+    assert_eq!(state_of(&st, 1), JobState::Running);
+    assert_eq!(st.job(JobId(1)).unwrap().row.supervisor_pid, Some(101));
+    assert_eq!(state_of(&st, 2), JobState::NodeFail);
+    assert!(view(&st, JobId(2))
+        .reason
+        .unwrap()
+        .contains("allocation lost"));
+    assert_eq!(sent.lock().unwrap().as_slice(), ["supervisor 102 15"]);
+    assert_eq!(state_of(&st, 3), JobState::Failed);
+    assert_eq!(view(&st, JobId(3)).exit_code, Some(2));
+    assert_eq!(state_of(&st, 4), JobState::NodeFail);
+    assert_eq!(gone_seen, vec![JobId(4)]);
+    assert_eq!(state_of(&st, 6), JobState::Completed);
+    assert_eq!(
+        st.queued_by(1000),
+        3,
+        "the adopted job and the two pending ones"
+    );
+    // The leaves stay with job 1: the pending job waits; the impossible one fails.
+    st.schedule(&s, NOW);
+    assert_eq!(state_of(&st, 7), JobState::Pending);
+    let v = view(&st, JobId(5));
+    assert_eq!(v.state, JobState::Failed);
+    assert!(v.reason.unwrap().starts_with("Unsatisfiable: "));
+    assert_eq!(st.queued_by(1000), 2);
+    assert_eq!(view(&st, JobId(7)).estimated_start, Some(NOW - 50 + 600));
+}
