@@ -34,6 +34,8 @@ pub enum Effect {
     Start(Op, Box<Launch>),
     /// Remove the job's run and status files once its end is committed.
     End(Op),
+    /// Start the supervisor of a job whose start was committed with its submission.
+    Launch(Box<Launch>),
 }
 
 /// A job in memory: its row (everything but script and environment) and scheduling state.
@@ -110,6 +112,8 @@ pub struct State {
     running: BTreeSet<JobId>,
     /// Pending and running jobs per uid, plus submissions on their way to the database.
     queued: HashMap<u32, u32>,
+    /// Submissions prepared and not yet committed (or failed).
+    in_flight: usize,
     outbox: Vec<Effect>,
     /// Something changed that a scheduling pass should see.
     dirty: bool,
@@ -132,6 +136,7 @@ impl State {
             pending: BTreeSet::new(),
             running: BTreeSet::new(),
             queued: HashMap::new(),
+            in_flight: 0,
             outbox: Vec::new(),
             dirty: false,
             cpus,
@@ -176,18 +181,58 @@ impl State {
     }
 
     /// Count a submission against its user's limit before it is committed.
-    pub fn reserve(&mut self, uid: u32) {
+    pub fn begin_submission(&mut self, uid: u32) {
         *self.queued.entry(uid).or_insert(0) += 1;
+        self.in_flight += 1;
     }
 
-    pub fn unreserve(&mut self, uid: u32) {
+    /// A submission that could not be committed: give back its count and its resources.
+    pub fn abandon_submission(&mut self, uid: u32, start: Option<&StoredAlloc>) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.unreserve(uid);
+        if let Some(a) = start {
+            self.cluster.release(&a.placement);
+        }
+        self.dirty = true;
+    }
+
+    fn unreserve(&mut self, uid: u32) {
         if let Some(n) = self.queued.get_mut(&uid) {
             *n = n.saturating_sub(1);
         }
     }
 
-    /// A committed submission joins the queue (its reservation becomes the job).
-    pub fn add_submitted(&mut self, id: JobId, j: NewJob) {
+    /// With an empty queue a submission need not wait for a pass: ask the core about the
+    /// queue of just this job, and when it starts now, take its resources at once so its start
+    /// is committed with the submission (one commit between submit and run).
+    pub fn start_now(
+        &mut self,
+        s: &Settings,
+        request: &gres_plugin::Request,
+        now: u64,
+    ) -> Option<StoredAlloc> {
+        if !self.pending.is_empty() || self.in_flight > 1 {
+            return None;
+        }
+        let job = PendingJob {
+            id: JobId(u64::MAX),
+            request: request.clone(),
+            priority: 0,
+            kind: sched::JobKind::Batch,
+        };
+        let running = self.running_for_core(now);
+        let d = sched::schedule(&self.cluster, &[job], &running, now, &s.policy);
+        let start = d.starts.into_iter().next()?;
+        self.cluster.occupy(&start.placement);
+        Some(StoredAlloc::new(
+            &start.placement,
+            self.cluster.host(start.placement.host),
+        ))
+    }
+
+    /// A committed submission joins the queue, or runs when it was started with its commit.
+    pub fn add_submitted(&mut self, s: &Settings, id: JobId, j: NewJob) {
+        self.in_flight = self.in_flight.saturating_sub(1);
         let row = JobRow {
             id,
             name: j.spec.name,
@@ -208,17 +253,31 @@ impl State {
             supervisor_pid: None,
             master_port: None,
         };
-        self.pending.insert(id);
-        self.jobs.insert(
-            id,
-            Job {
-                row,
-                estimated_start: None,
-                alloc: None,
-                cancel_pending: None,
-            },
-        );
-        self.dirty = true;
+        let mut job = Job {
+            row,
+            estimated_start: None,
+            alloc: None,
+            cancel_pending: None,
+        };
+        match j.start {
+            None => {
+                self.pending.insert(id);
+                self.jobs.insert(id, job);
+                self.dirty = true;
+            }
+            Some(stored) => {
+                let limit = job.row.request.time_limit_s;
+                let launch = self.launch(s, id, &stored.placement, limit);
+                job.row.state = JobState::Running;
+                job.row.start_time = Some(j.submit_time);
+                job.alloc = Some(stored.placement.clone());
+                job.row.alloc = Some(stored);
+                self.running.insert(id);
+                self.jobs.insert(id, job);
+                tracing::debug!("job {id}: started with its submission");
+                self.outbox.push(Effect::Launch(Box::new(launch)));
+            }
+        }
     }
 
     /// Load the jobs of the database after a restart. Running jobs are re-adopted when their
@@ -342,10 +401,9 @@ impl State {
         started
     }
 
-    fn start(&mut self, s: &Settings, id: JobId, alloc: Allocation, now: u64) {
-        self.cluster.occupy(&alloc);
+    /// What the launcher needs to start a job on `alloc`.
+    fn launch(&self, s: &Settings, id: JobId, alloc: &Allocation, time_limit_s: u64) -> Launch {
         let host = self.cluster.host(alloc.host);
-        let stored = StoredAlloc::new(&alloc, host);
         let units = alloc
             .units
             .iter()
@@ -360,20 +418,26 @@ impl State {
             })
             .collect();
         let cores: Vec<u32> = alloc.cores.iter().map(|c| c.0).collect();
-        let j = self.jobs.get_mut(&id).expect("a started job is known");
-        let cores_per_unit = (cores.len() / alloc.units.len().max(1)) as u32;
-        let launch = Launch {
+        Launch {
             job: id,
             host: host.hostname.clone(),
             units,
             bind_cpus: self.cpus.map(&cores),
+            cores_per_unit: (cores.len() / alloc.units.len().max(1)) as u32,
             cores,
-            cores_per_unit,
-            time_limit_s: j.row.request.time_limit_s,
+            time_limit_s,
             kill_grace: s.kill_grace,
             nccl: s.nccl.clone(),
             slurm_aliases: s.slurm_aliases,
-        };
+        }
+    }
+
+    fn start(&mut self, s: &Settings, id: JobId, alloc: Allocation, now: u64) {
+        self.cluster.occupy(&alloc);
+        let stored = StoredAlloc::new(&alloc, self.cluster.host(alloc.host));
+        let limit = self.jobs[&id].row.request.time_limit_s;
+        let launch = self.launch(s, id, &alloc, limit);
+        let j = self.jobs.get_mut(&id).expect("a started job is known");
         j.row.state = JobState::Running;
         j.row.start_time = Some(now);
         j.row.reason = None;

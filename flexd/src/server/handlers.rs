@@ -147,7 +147,9 @@ fn pending(id: JobId, spec: &JobSpec) -> PendingJob {
 }
 
 /// Validate a submission and count it against its user's limit; the dispatcher commits the
-/// returned job and then calls `State::add_submitted` (or `State::unreserve` on failure).
+/// returned job and then calls `State::add_submitted` (or `State::abandon_submission` when
+/// the commit fails). With an empty queue the job may be placed here already (see
+/// `State::start_now`).
 pub fn prepare_submit(
     s: &Settings,
     st: &mut State,
@@ -167,7 +169,8 @@ pub fn prepare_submit(
             ),
         ));
     }
-    st.reserve(peer.uid);
+    st.begin_submission(peer.uid);
+    let start = st.start_now(s, &spec.request, now);
     Ok(NewJob {
         account: spec.account.clone().unwrap_or_default(),
         spec,
@@ -176,6 +179,7 @@ pub fn prepare_submit(
         user: peer.user.clone(),
         priority: 0,
         submit_time: now,
+        start,
     })
 }
 

@@ -111,6 +111,9 @@ impl Shared {
                     })),
                 );
             }
+            Effect::Launch(launch) => {
+                let _ = self.launch_tx.send(LaunchMsg::Launch(launch));
+            }
             Effect::End(op) => {
                 let job = match &op {
                     Op::End(e) => e.job,
@@ -305,19 +308,21 @@ pub async fn dispatch(shared: &Shared, peer: &Peer, req: Request) -> Response {
                 Ok(j) => j,
                 Err(r) => return r,
             };
+            // Kept to give its resources back if the commit fails.
+            let (uid, start) = (job.uid, job.start.clone());
             match shared.writer.submit(job).await {
                 Ok(Ok((id, job))) => {
                     tracing::debug!("job {id}: submitted by {} (uid {})", peer.user, peer.uid);
-                    shared.with_core(|c| c.state.add_submitted(id, *job));
+                    shared.with_core(|c| c.state.add_submitted(&c.settings, id, *job));
                     Response::Submitted { job: id }
                 }
-                Ok(Err(e)) => {
-                    shared.with_core(|c| c.state.unreserve(peer.uid));
+                failed => {
+                    let e = match failed {
+                        Ok(Err(e)) => e,
+                        _ => "the database writer has stopped".into(),
+                    };
+                    shared.with_core(|c| c.state.abandon_submission(uid, start.as_ref()));
                     Response::error(ErrorKind::Internal, format!("cannot store the job: {e}"))
-                }
-                Err(_) => {
-                    shared.with_core(|c| c.state.unreserve(peer.uid));
-                    Response::error(ErrorKind::Internal, "the database writer has stopped")
                 }
             }
         }

@@ -76,7 +76,7 @@ fn spec(leaves: u32) -> JobSpec {
 /// Submit as the dispatcher does, with the database's id.
 fn submit(s: &Settings, st: &mut State, p: &Peer, id: u64, leaves: u32) -> JobId {
     let job = handlers::prepare_submit(s, st, p, spec(leaves), NOW).unwrap();
-    st.add_submitted(JobId(id), job);
+    st.add_submitted(s, JobId(id), job);
     JobId(id)
 }
 
@@ -92,30 +92,54 @@ fn view(st: &State, id: JobId) -> flexsub::proto::JobView {
 }
 
 #[test]
-fn a_submission_is_queued_then_started_with_its_launch_after_the_commit() {
+fn submissions_start_with_their_commit_or_by_a_pass() {
     let s = Settings::defaults();
     let (mut st, _) = state(0);
     let ana = peer(1000, "ana");
-    let j = submit(&s, &mut st, &ana, 1, 6);
-    assert_eq!(view(&st, j).state, JobState::Pending);
-    assert!(st.take_dirty());
-    assert_eq!(st.schedule(&s, NOW), 1);
-    let v = view(&st, j);
+    // An empty queue: the job is placed when it is prepared and runs once committed.
+    let nj = handlers::prepare_submit(&s, &mut st, &ana, spec(6), NOW).unwrap();
+    let placed = nj.start.clone().expect("placed with its submission");
+    assert_eq!(placed.units.len(), 6);
+    let first = JobId(1);
+    st.add_submitted(&s, first, nj);
+    let v = view(&st, first);
     assert_eq!((v.state, v.start_time), (JobState::Running, Some(NOW)));
-    let alloc = v.alloc.unwrap();
-    assert_eq!(alloc.leaves.len(), 6);
-    let out = st.take_outbox();
-    match &out[..] {
-        [Effect::Start(Op::Start { job, time, .. }, launch)] => {
-            assert_eq!((*job, *time), (j, NOW));
-            assert_eq!(launch.units.len(), 6);
-            assert_eq!(launch.cores.len(), 6);
-            assert_eq!(launch.cores_per_unit, 1);
-            assert_eq!(launch.bind_cpus, launch.cores);
-            assert_eq!(launch.time_limit_s, 600);
+    match &st.take_outbox()[..] {
+        [Effect::Launch(l)] => {
+            assert_eq!(l.job, first);
+            assert_eq!(l.units.len(), 6);
+            assert_eq!(l.cores.len(), 6);
+            assert_eq!(l.cores_per_unit, 1);
+            assert_eq!(l.bind_cpus, l.cores);
+            assert_eq!(l.time_limit_s, 600);
         }
         o => panic!("{o:?}"),
     }
+    // A job that must wait queues; one behind it waits for a pass even though it fits.
+    let big = submit(&s, &mut st, &ana, 2, 14);
+    let small = submit(&s, &mut st, &ana, 3, 1);
+    assert_eq!(view(&st, big).state, JobState::Pending);
+    assert_eq!(view(&st, small).state, JobState::Pending);
+    assert!(st.take_dirty());
+    assert_eq!(st.schedule(&s, NOW), 1, "backfilled");
+    assert_eq!(view(&st, small).state, JobState::Running);
+    match &st.take_outbox()[..] {
+        [Effect::Start(Op::Start { job, time, alloc }, launch)] => {
+            assert_eq!((*job, *time, launch.job), (small, NOW, small));
+            assert_eq!(alloc.units.len(), 1);
+        }
+        o => panic!("{o:?}"),
+    }
+    // A failed commit gives the placement back.
+    let (mut st2, _) = state(0);
+    let nj = handlers::prepare_submit(&s, &mut st2, &ana, spec(14), NOW).unwrap();
+    assert!(nj.start.is_some());
+    st2.abandon_submission(nj.uid, nj.start.as_ref());
+    assert_eq!(st2.queued_by(1000), 0);
+    assert!(handlers::prepare_submit(&s, &mut st2, &ana, spec(14), NOW)
+        .unwrap()
+        .start
+        .is_some());
     // Defaults fill a time limit and cores per leaf of 0.
     let mut sp = spec(1);
     sp.request.time_limit_s = 0;
@@ -125,7 +149,7 @@ fn a_submission_is_queued_then_started_with_its_launch_after_the_commit() {
     assert_eq!(nj.spec.request.time_limit_s, 3600);
     assert_eq!(nj.spec.request.cores_per_leaf, 1);
     assert_eq!(nj.spec.name, "job");
-    assert_eq!(st.queued_by(1000), 2);
+    assert_eq!(st.queued_by(1000), 4);
 }
 
 #[test]
@@ -283,7 +307,7 @@ fn a_reported_end_frees_the_leaves_for_the_next_job() {
 fn the_queue_view_filters() {
     let s = Settings::defaults();
     let (mut st, _) = state(0);
-    let a = submit(&s, &mut st, &peer(1000, "ana"), 1, 1);
+    let a = submit(&s, &mut st, &peer(1000, "ana"), 1, 14);
     let b = submit(&s, &mut st, &peer(1001, "bo"), 2, 1);
     let c = submit(&s, &mut st, &peer(1001, "bo"), 3, 1);
     handlers::handle(

@@ -90,6 +90,8 @@ pub struct NewJob {
     pub account: String,
     pub priority: i64,
     pub submit_time: u64,
+    /// Where it starts at `submit_time`, when it starts with its submission.
+    pub start: Option<StoredAlloc>,
 }
 
 impl std::fmt::Debug for NewJob {
@@ -99,6 +101,7 @@ impl std::fmt::Debug for NewJob {
             .field("user", &self.user)
             .field("uid", &self.uid)
             .field("request", &self.spec.request)
+            .field("start", &self.start)
             .finish_non_exhaustive()
     }
 }
@@ -279,7 +282,37 @@ pub fn insert_job(tx: &Transaction, j: &NewJob) -> Result<JobId, StoreError> {
     ])?;
     let id = JobId(tx.last_insert_rowid() as u64);
     event(tx, id, j.submit_time, None, JobState::Pending, None)?;
+    if let Some(a) = &j.start {
+        start_job(tx, id, j.submit_time, a)?;
+    }
     Ok(id)
+}
+
+/// Record a job's start on its allocation.
+pub fn start_job(
+    tx: &Transaction,
+    job: JobId,
+    time: u64,
+    alloc: &StoredAlloc,
+) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "UPDATE jobs SET state = 'RUNNING', start_time = ?2, host = ?3, allocation = ?4
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        job.0 as i64,
+        time as i64,
+        alloc.host,
+        serde_json::to_string(alloc).expect("allocations serialize"),
+    ])?;
+    event(
+        tx,
+        job,
+        time,
+        Some(JobState::Pending),
+        JobState::Running,
+        None,
+    )
 }
 
 /// Record a state change.

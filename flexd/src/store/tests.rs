@@ -28,6 +28,7 @@ fn new_job(name: &str) -> NewJob {
         account: "proj".into(),
         priority: 0,
         submit_time: 1_700_000_000,
+        start: None,
     }
 }
 

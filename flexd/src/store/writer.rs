@@ -5,7 +5,7 @@
 //! A change is acknowledged only after its transaction commits. When a batch fails, its
 //! changes are retried one transaction each, so one bad change does not fail the others.
 
-use super::{event, insert_job, state_name, NewJob, StoreError, StoredAlloc};
+use super::{event, insert_job, start_job, state_name, NewJob, StoreError, StoredAlloc};
 use flexsub::proto::JobState;
 use gres_plugin::JobId;
 use rusqlite::{params, Connection, Transaction};
@@ -197,26 +197,7 @@ fn op_name(op: &Op) -> String {
 fn apply(tx: &Transaction, op: &Op) -> Result<Option<JobId>, StoreError> {
     match op {
         Op::Insert(j) => return insert_job(tx, j).map(Some),
-        Op::Start { job, time, alloc } => {
-            tx.prepare_cached(
-                "UPDATE jobs SET state = 'RUNNING', start_time = ?2, host = ?3, allocation = ?4
-                 WHERE id = ?1",
-            )?
-            .execute(params![
-                job.0 as i64,
-                *time as i64,
-                alloc.host,
-                serde_json::to_string(alloc).expect("allocations serialize"),
-            ])?;
-            event(
-                tx,
-                *job,
-                *time,
-                Some(JobState::Pending),
-                JobState::Running,
-                None,
-            )?;
-        }
+        Op::Start { job, time, alloc } => start_job(tx, *job, *time, alloc)?,
         Op::Launched {
             job,
             supervisor_pid,
