@@ -10,8 +10,16 @@ use std::time::Duration;
 /// The configuration every host has when `FLEX_CONFIG` names none.
 pub const SYSTEM_CONFIG: &str = "/etc/flex/flexd.toml";
 
+/// flexd's commented default configuration, compiled in: its `socket` key is the default.
+const DEFAULT_CONFIG: &str = include_str!("../../etc/flexd.toml");
+
 /// The socket of the compiled-in default configuration.
-const DEFAULT_SOCKET: &str = "/tmp/flexd.sock";
+fn default_socket() -> PathBuf {
+    socket_key(DEFAULT_CONFIG, Path::new("etc/flexd.toml"))
+        .ok()
+        .flatten()
+        .expect("etc/flexd.toml sets `socket` (a unit test checks it)")
+}
 
 /// How long a call waits for flexd's answer before giving up on it.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(120);
@@ -53,7 +61,7 @@ pub fn socket_path(get: impl Fn(&str) -> Option<String>) -> Result<PathBuf, Erro
             return Ok(socket);
         }
     }
-    Ok(PathBuf::from(DEFAULT_SOCKET))
+    Ok(default_socket())
 }
 
 /// An open, greeted connection to flexd.
@@ -177,7 +185,7 @@ mod tests {
         std::fs::write(&cfg, "[other]\nx = 1\n").unwrap();
         assert_eq!(
             resolve(&[("FLEX_CONFIG", cfg_s)]).unwrap(),
-            PathBuf::from(DEFAULT_SOCKET)
+            default_socket()
         );
 
         std::fs::write(&cfg, "socket = [").unwrap();
@@ -191,6 +199,14 @@ mod tests {
         let e = resolve(&[("FLEX_CONFIG", missing.to_str().unwrap())]).unwrap_err();
         assert!(e.to_string().contains("none.toml"), "{e}");
         assert_eq!(e.exit_code(), crate::error::exit::UNREACHABLE);
+    }
+
+    #[test]
+    fn the_compiled_in_configuration_names_the_socket() {
+        assert_eq!(
+            socket_key(DEFAULT_CONFIG, Path::new("etc/flexd.toml")).unwrap(),
+            Some(PathBuf::from("/tmp/flexd.sock"))
+        );
     }
 
     #[test]

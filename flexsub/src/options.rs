@@ -8,9 +8,6 @@ use gres_plugin::request::Strategy;
 use gres_plugin::Request;
 use std::path::PathBuf;
 
-/// Time limit of a job that names none.
-pub const DEFAULT_TIME_LIMIT_S: u64 = 3600;
-
 /// What an option sets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Key {
@@ -80,7 +77,7 @@ pub const OPTIONS: &[OptSpec] = &[
         "time",
         Some('t'),
         Some("TIME"),
-        "Time limit: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or 30s, 2h, 1h30m (default 1:00:00)",
+        "Time limit: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or 30s, 2h, 1h30m (default: flexd's default_time_limit)",
     ),
     opt(
         Key::Output,
@@ -108,7 +105,7 @@ pub const OPTIONS: &[OptSpec] = &[
         "cpus-per-task",
         Some('c'),
         Some("N"),
-        "CPU cores per leaf (default 1)",
+        "CPU cores per leaf (default: flexd's default_cpus_per_leaf)",
     ),
     opt(
         Key::Gres,
@@ -406,21 +403,29 @@ impl Settings {
     }
 
     /// The resource request: 1 leaf when nothing asks for a GPU resource, `mem_bytes` from the
-    /// options or the model estimate.
+    /// options or the model estimate. A time limit or core count left unset is sent as 0, which
+    /// flexd replaces with its configured default (`default_time_limit`,
+    /// `default_cpus_per_leaf`).
     pub fn request(&self, estimated_mem: Option<u64>) -> Result<Request, String> {
         let mut r = Request {
             leaves: self.leaves,
             leaf_type: self.leaf_type.clone(),
             gpus: self.gpus,
             mem_bytes: self.mem_bytes.or(estimated_mem),
-            cores_per_leaf: self.cores_per_leaf.unwrap_or(1),
-            time_limit_s: self.time_limit_s.unwrap_or(DEFAULT_TIME_LIMIT_S),
+            cores_per_leaf: self.cores_per_leaf.unwrap_or(0),
+            time_limit_s: self.time_limit_s.unwrap_or(0),
             placement: self.placement,
         };
         if r.leaves.is_none() && r.gpus.is_none() && r.mem_bytes.is_none() {
             r.leaves = Some(1);
         }
-        r.validate()?;
+        // The defaults are flexd's; check the rest as if they were filled in.
+        Request {
+            cores_per_leaf: r.cores_per_leaf.max(1),
+            time_limit_s: r.time_limit_s.max(1),
+            ..r.clone()
+        }
+        .validate()?;
         Ok(r)
     }
 }
@@ -462,11 +467,10 @@ mod tests {
     }
 
     #[test]
-    fn default_request_is_one_leaf_for_an_hour() {
+    fn default_request_is_one_leaf_with_the_daemons_defaults() {
         let r = Settings::default().request(None).unwrap();
         assert_eq!(r.leaves, Some(1));
-        assert_eq!(r.cores_per_leaf, 1);
-        assert_eq!(r.time_limit_s, DEFAULT_TIME_LIMIT_S);
+        assert_eq!((r.cores_per_leaf, r.time_limit_s), (0, 0));
         let mut s = Settings::default();
         set(&mut s, "gpus", "0.5").unwrap();
         let r = s.request(None).unwrap();
