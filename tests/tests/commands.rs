@@ -261,7 +261,9 @@ fn a_job_over_its_time_limit_ends_in_timeout() {
 fn flexcancel_cancels_own_jobs_and_refuses_other_users() {
     let d = Daemon::start(TOPOLOGY);
     let dir = d.scratch("cancel");
-    let job = submit(&d, &dir, "c.sh", "#!/bin/sh\nsleep 600\n", &[]);
+    let script =
+        "#!/bin/sh\ntrap 'echo usr1 >> usr1.log' USR1\ntouch ready\nwhile true; do sleep 1; done\n";
+    let job = submit(&d, &dir, "c.sh", script, &[]);
     wait_running(&d, job);
     // The tests run as root (see .ci/run); `nobody` stands in for another user.
     assert!(
@@ -282,11 +284,27 @@ fn flexcancel_cancels_own_jobs_and_refuses_other_users() {
     );
     assert_eq!(d.job(job).unwrap().state, JobState::Running);
 
-    let out = cmd(&d, "flexcancel")
-        .args(["-s", "USR1", &job.to_string()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    wait_for("the job's trap", || {
+        dir.join("ready").exists().then_some(())
+    });
+    // flexd may answer "still starting" until the job's supervisor has reported in.
+    wait_for("flexcancel -s USR1 to succeed", || {
+        let out = cmd(&d, "flexcancel")
+            .args(["-s", "USR1", &job.to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() || text(&out.stderr).contains("still starting"),
+            "{out:?}"
+        );
+        out.status.success().then_some(())
+    });
+    wait_for("the job's USR1 trap", || {
+        std::fs::read_to_string(dir.join("usr1.log"))
+            .ok()
+            .filter(|l| l.contains("usr1"))
+    });
+    assert_eq!(d.job(job).unwrap().state, JobState::Running);
     let out = cmd(&d, "flexcancel").arg(job.to_string()).output().unwrap();
     assert!(out.status.success(), "{out:?}");
     assert_eq!(d.wait_finished(job).state, JobState::Cancelled);
