@@ -63,7 +63,8 @@ fn draw_boxes(
         });
         let pad = ((hi - lo) * 0.1).max(0.02);
         lo -= pad;
-        hi += pad;
+        // Room above the boxes for the legend.
+        hi += 3.0 * pad;
         let caption = match metric {
             "run" => "run time (the paper's JCT)",
             m => m,

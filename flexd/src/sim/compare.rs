@@ -73,8 +73,11 @@ pub struct Comparison {
     pub ratios: Vec<RatioRow>,
 }
 
+/// Reads one metric of a run.
+pub type Getter = fn(&Metrics) -> f64;
+
 /// The metrics compared, by name, with their accessor.
-pub const RATIO_METRICS: [(&str, fn(&Metrics) -> f64); 5] = [
+pub const RATIO_METRICS: [(&str, Getter); 5] = [
     ("run", |m| m.avg_run_s),
     ("jct", |m| m.avg_jct_s),
     ("wait", |m| m.avg_wait_s),

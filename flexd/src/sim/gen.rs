@@ -168,7 +168,9 @@ fn multiset(category: Category, kind: KindMix) -> Vec<(u32, JobKind)> {
     let mut out = Vec::new();
     let mut add = |sizes: &[u32], counts: &[u32], copies: u32, k: JobKind| {
         for (&s, &c) in sizes.iter().zip(counts) {
-            out.extend(std::iter::repeat((s, k)).take((c * copies) as usize));
+            for _ in 0..c * copies {
+                out.push((s, k));
+            }
         }
     };
     match kind {

@@ -79,7 +79,8 @@ impl Trace {
                 source,
             })?;
         // The csv crate counts neither comment lines nor blank lines, and a record's position
-        // may be at the comments before it: skip those, then count newlines.
+        // may be at the comments before it: skip those, then count the newlines before it.
+        let newlines: Vec<usize> = (0..data.len()).filter(|&i| data[i] == b'\n').collect();
         let line_at = |byte: u64| {
             let mut b = (byte as usize).min(data.len());
             while b < data.len() {
@@ -94,10 +95,7 @@ impl Trace {
                     break;
                 }
             }
-            1 + data[..b.min(data.len())]
-                .iter()
-                .filter(|&&c| c == b'\n')
-                .count() as u64
+            1 + newlines.partition_point(|&n| n < b) as u64
         };
         let bad = |line: u64, message: String| TraceError::Bad {
             origin: origin.to_string(),
