@@ -78,7 +78,84 @@ pub enum Request {
     /// Internal, from a job's supervisor: the job ended and its status file is written. flexd
     /// reads the outcome from that file, never from the frame; only root or flexd's own user
     /// may send it. Answered with [`Response::Pong`].
-    JobEnded { job: JobId },
+    JobEnded {
+        job: JobId,
+    },
+    /// Accounting records from the database (flexacct, flexreport); answered with
+    /// [`Response::Accounting`]. Users other than root see only their own jobs.
+    Accounting(AcctQuery),
+}
+
+/// Which jobs accounting reports: those whose [eligible, end (now while not ended)] overlaps
+/// [`start`, `end`] (seconds since the epoch) and that match every non-empty list.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcctQuery {
+    pub start: u64,
+    pub end: u64,
+    /// User names or uids; empty: every user the caller may see (root: all; others: their own).
+    pub users: Vec<String>,
+    pub accounts: Vec<String>,
+    pub states: Vec<JobState>,
+    pub jobs: Vec<JobId>,
+}
+
+/// One allocated unit as accounting reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcctLeaf {
+    pub uuid: String,
+    /// `1g.5gb`, or `gpu` for a whole GPU.
+    pub profile: String,
+    pub gpu: u32,
+    /// Thousandths of the unit held (1000 for a leaf or a whole GPU).
+    pub share: u32,
+    /// SM slices of the unit, out of its GPU's 7 (7 for a whole GPU).
+    pub sm_slices: u32,
+    /// The unit's memory (all of it, whatever the share); None when not recorded.
+    pub memory_bytes: Option<u64>,
+}
+
+/// A job as accounting keeps it. Times are seconds since the epoch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AcctRecord {
+    pub id: JobId,
+    pub name: String,
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub account: String,
+    pub state: JobState,
+    pub submit_time: u64,
+    pub eligible_time: u64,
+    pub start_time: Option<u64>,
+    pub end_time: Option<u64>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Why it failed or was not run.
+    pub reason: Option<String>,
+    /// What was asked (leaves, fraction, memory, cores per leaf, time limit).
+    pub request: ResourceRequest,
+    pub host: Option<String>,
+    /// What it held, in rank order (empty when it never started).
+    pub leaves: Vec<AcctLeaf>,
+    pub cores: Vec<u32>,
+}
+
+/// A host's capacity, for utilization.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcctHost {
+    pub host: String,
+    pub gpus: u32,
+    pub leaves: u32,
+    pub cores: u32,
+}
+
+/// The answer to [`Request::Accounting`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AcctReply {
+    /// flexd's clock when it answered (the end of jobs still running).
+    pub now: u64,
+    pub hosts: Vec<AcctHost>,
+    pub jobs: Vec<AcctRecord>,
 }
 
 /// A job's state, with Slurm's names.
@@ -256,6 +333,7 @@ pub enum Response {
     LeafMap(Vec<HostLeaves>),
     Pong,
     Error(ErrorReply),
+    Accounting(AcctReply),
 }
 
 impl Response {
