@@ -6,6 +6,7 @@ use crate::sched::{Policy, PolicyKind};
 use gres_plugin::env::NcclMode;
 use gres_plugin::request::Strategy;
 use std::collections::BTreeSet;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -38,6 +39,8 @@ pub struct Settings {
     pub placement: Strategy,
     pub round_up_fractions: bool,
     pub keep_finished: Duration,
+    /// Where to serve Prometheus metrics (None: nowhere).
+    pub metrics_listen: Option<SocketAddr>,
     pub limits: Limits,
 }
 
@@ -161,6 +164,7 @@ impl Settings {
             })?,
             round_up_fractions: src.bool("round_up_fractions")?,
             keep_finished: src.duration("keep_finished", secs(30 * 86400))?,
+            metrics_listen: metrics_listen(&src)?,
             limits: Limits {
                 max_script_bytes: src.size("limits.max_script_bytes", 64 << 20)?,
                 max_directives: src.int("limits.max_directives", 1, 100_000)? as u32,
@@ -215,6 +219,11 @@ impl Settings {
         diff("kill_grace", d(self.kill_grace), d(new.kill_grace));
         diff("keep_finished", d(self.keep_finished), d(new.keep_finished));
         diff(
+            "metrics_listen",
+            format!("{:?}", self.metrics_listen),
+            format!("{:?}", new.metrics_listen),
+        );
+        diff(
             "default_cpus_per_leaf",
             self.default_cpus_per_leaf.to_string(),
             new.default_cpus_per_leaf.to_string(),
@@ -246,6 +255,30 @@ impl Settings {
         );
         out
     }
+}
+
+/// `metrics_listen`: empty for none; a non-loopback address only with `metrics_allow_remote`.
+fn metrics_listen(src: &Source) -> Result<Option<SocketAddr>, ConfigError> {
+    let text = src.string("metrics_listen")?;
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    let addr: SocketAddr = text.trim().parse().map_err(|_| {
+        src.bad(
+            "metrics_listen",
+            &format!("{text:?}"),
+            "must be an IP address and port such as \"127.0.0.1:9464\", or \"\"",
+        )
+    })?;
+    if !addr.ip().is_loopback() && !src.bool("metrics_allow_remote")? {
+        return Err(src.bad(
+            "metrics_listen",
+            &format!("{text:?}"),
+            "is not a loopback address; set metrics_allow_remote = true to serve metrics \
+             to other hosts",
+        ));
+    }
+    Ok(Some(addr))
 }
 
 fn show(p: &Path) -> String {
@@ -508,6 +541,30 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("invalid TOML"), "{e}");
+    }
+
+    #[test]
+    fn metrics_listen_is_off_by_default_and_loopback_unless_allowed() {
+        let load = |text: &str| Settings::from_text(Some(("/m.toml", text)), &Overrides::default());
+        assert_eq!(Settings::defaults().metrics_listen, None);
+        let (s, _) = load("metrics_listen = \"127.0.0.1:9464\"").unwrap();
+        assert_eq!(s.metrics_listen, Some("127.0.0.1:9464".parse().unwrap()));
+        let (s, _) = load("metrics_listen = \"[::1]:9464\"").unwrap();
+        assert!(s.metrics_listen.unwrap().ip().is_loopback());
+        let e = load("metrics_listen = \"0.0.0.0:9464\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("metrics_listen") && e.contains("metrics_allow_remote"),
+            "{e}"
+        );
+        let (s, _) =
+            load("metrics_listen = \"0.0.0.0:9464\"\nmetrics_allow_remote = true").unwrap();
+        assert_eq!(s.metrics_listen, Some("0.0.0.0:9464".parse().unwrap()));
+        let e = load("metrics_listen = \"localhost\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("127.0.0.1:9464"), "{e}");
     }
 
     #[test]

@@ -161,6 +161,7 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
         writer,
         launch_tx,
         paths.run_dir.clone(),
+        paths.db.clone(),
     ));
     shared.with_core(|_| ());
     let launcher = Launcher {
@@ -250,6 +251,14 @@ async fn serve(shared: Arc<Shared>, paths: &Paths, opts: &Options) -> Result<(),
         sig(SignalKind::interrupt())?,
     );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    if let Some(addr) = shared.settings().metrics_listen {
+        let shown = PathBuf::from(addr.to_string());
+        let l = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(io("cannot bind the metrics address", &shown))?;
+        tracing::info!("metrics at http://{addr}/metrics");
+        tokio::spawn(server::http::serve(l, shared.clone(), stop_rx.clone()));
+    }
     let sched = tokio::spawn(server::schedule_loop(shared.clone(), stop_rx));
     tracing::info!(
         "flexd {} listening on {} (state in {})",

@@ -3,9 +3,10 @@
 pub mod config;
 pub mod daemon;
 pub mod exec;
+pub mod metrics;
 pub mod paths;
 pub mod sched;
 pub mod server;
+pub mod sim;
 pub mod state;
 pub mod store;
-pub mod sim;

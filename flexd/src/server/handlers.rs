@@ -36,7 +36,8 @@ fn err(kind: ErrorKind, message: impl Into<String>) -> Response {
     Response::error(kind, message)
 }
 
-/// Every request but Submit (see [`prepare_submit`]) and JobEnded (see [`job_ended`]).
+/// Every request but Submit (see [`prepare_submit`]), JobEnded (see [`job_ended`]) and
+/// Accounting (read from the database by the dispatcher).
 pub fn handle(s: &Settings, st: &mut State, peer: &Peer, req: Request, now: u64) -> Response {
     match req {
         Request::TestOnly(spec) => test_only(s, st, peer, spec, now),
@@ -44,7 +45,7 @@ pub fn handle(s: &Settings, st: &mut State, peer: &Peer, req: Request, now: u64)
         Request::Cancel { jobs, signal } => cancel(st, peer, &jobs, signal, now),
         Request::LeafMap => leaf_map(st),
         Request::Ping => Response::Pong,
-        Request::Submit(_) | Request::JobEnded { .. } => err(
+        Request::Submit(_) | Request::JobEnded { .. } | Request::Accounting(_) => err(
             ErrorKind::Internal,
             "this request is handled by the dispatcher",
         ),

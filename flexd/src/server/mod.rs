@@ -2,7 +2,9 @@
 //! Hello, and hands each request to the dispatcher, the only code between the socket and the
 //! synchronous [`handlers`]. Also the scheduling loop that wakes the core.
 
+pub mod acct;
 pub mod handlers;
+pub mod http;
 #[cfg(test)]
 mod tests;
 
@@ -42,6 +44,10 @@ pub struct Shared {
     /// Requests being answered (shutdown waits for them).
     pub in_flight: AtomicUsize,
     users: Mutex<HashMap<u32, String>>,
+    /// The database accounting reads, and default accounts.
+    pub acct: acct::Accounting,
+    /// Counters and histograms for the metrics endpoint.
+    pub metrics: crate::metrics::Metrics,
 }
 
 pub fn unix_now() -> u64 {
@@ -56,6 +62,7 @@ impl Shared {
         writer: Writer,
         launch_tx: mpsc::Sender<LaunchMsg>,
         run_dir: PathBuf,
+        db: PathBuf,
     ) -> Shared {
         let max = core.settings.limits.max_frame_bytes as usize;
         Shared {
@@ -67,6 +74,8 @@ impl Shared {
             max_frame: AtomicUsize::new(max),
             in_flight: AtomicUsize::new(0),
             users: Mutex::new(HashMap::new()),
+            acct: acct::Accounting::new(db),
+            metrics: crate::metrics::Metrics::default(),
         }
     }
 
@@ -94,6 +103,7 @@ impl Shared {
     }
 
     fn send(&self, e: Effect) {
+        self.metrics.effect(&e);
         match e {
             Effect::Write(op) => self.writer.send(op, Done::Nothing),
             Effect::Start(op, launch) => {
@@ -300,7 +310,10 @@ async fn write(wr: &mut tokio::net::unix::OwnedWriteHalf, msg: &Response) -> std
 pub async fn dispatch(shared: &Shared, peer: &Peer, req: Request) -> Response {
     let now = unix_now();
     match req {
-        Request::Submit(spec) => {
+        Request::Submit(mut spec) => {
+            if spec.account.as_deref().is_none_or(str::is_empty) {
+                spec.account = Some(shared.acct.default_account(peer));
+            }
             let prepared = shared.with_core(|c| {
                 handlers::prepare_submit(&c.settings, &mut c.state, peer, spec, now)
             });
@@ -325,6 +338,10 @@ pub async fn dispatch(shared: &Shared, peer: &Peer, req: Request) -> Response {
                     Response::error(ErrorKind::Internal, format!("cannot store the job: {e}"))
                 }
             }
+        }
+        Request::Accounting(q) => {
+            let hosts = shared.with_core(|c| acct::hosts(&c.state));
+            shared.acct.answer(peer, q, hosts, now).await
         }
         Request::JobEnded { job } => {
             let status = files::read_status(&shared.run_dir, job);
@@ -360,6 +377,7 @@ pub async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>)
             c.state.schedule(&c.settings, unix_now())
         });
         let took = t0.elapsed();
+        shared.metrics.sched_pass(took);
         if started > 0 {
             tracing::debug!("scheduling pass started {started} jobs in {took:?}");
         }

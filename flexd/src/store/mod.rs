@@ -6,6 +6,7 @@
 //! acknowledged submission survives a power cut. Group commit ([`writer`]) keeps that from
 //! costing one fsync per job.
 
+pub mod acct;
 pub mod schema;
 pub mod writer;
 
@@ -114,6 +115,12 @@ pub struct StoredUnit {
     pub profile: String,
     pub gpu: u32,
     pub share: u32,
+    /// SM slices and memory of the unit, for accounting (0 in allocations stored before
+    /// flexd recorded them).
+    #[serde(default)]
+    pub sm_slices: u8,
+    #[serde(default)]
+    pub memory_bytes: u64,
 }
 
 /// An allocation as stored: the scheduler's placement (indexes), and the UUIDs and names
@@ -141,6 +148,8 @@ impl StoredAlloc {
                         profile: l.profile.clone(),
                         gpu: l.gpu.0,
                         share: u.share,
+                        sm_slices: l.sm_slices,
+                        memory_bytes: l.memory_bytes,
                     }
                 })
                 .collect(),
@@ -305,6 +314,23 @@ pub fn start_job(
         alloc.host,
         serde_json::to_string(alloc).expect("allocations serialize"),
     ])?;
+    let mut leaf = tx.prepare_cached(
+        "INSERT OR REPLACE INTO job_leaves
+            (job, rank, uuid, profile, gpu, share, sm_slices, memory_bytes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?;
+    for (rank, u) in alloc.units.iter().enumerate() {
+        leaf.execute(params![
+            job.0 as i64,
+            rank as i64,
+            u.uuid,
+            u.profile,
+            u.gpu,
+            u.share,
+            u.sm_slices,
+            u.memory_bytes as i64,
+        ])?;
+    }
     event(
         tx,
         job,

@@ -5,10 +5,10 @@
 use rusqlite::{Connection, Transaction};
 
 /// The version this build writes.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Migration `i` brings a database at version `i` to `i + 1`.
-const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] = [v1, v2];
+const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] = [v1, v2, v3];
 
 /// Why a database cannot be brought up to date.
 #[derive(Debug, thiserror::Error)]
@@ -107,5 +107,41 @@ fn v2(tx: &Transaction) -> rusqlite::Result<()> {
         "ALTER TABLE jobs ADD COLUMN cancelled_by INTEGER;
         CREATE INDEX jobs_user_submit ON jobs(user, submit_time);
         CREATE INDEX jobs_end ON jobs(end_time);",
+    )
+}
+
+/// What each job held, one row per unit in rank order, with the SM slices and memory that
+/// accounting's GPU-equivalent and memory hours need. Jobs started before this version get
+/// rows from their allocation JSON: SM slices from the profile name (`3g.20gb` → 3, a whole
+/// GPU → 7) and memory from its nominal size (`5gb` → 5·10⁹ bytes; unknown for whole GPUs).
+fn v3(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE job_leaves (
+            job INTEGER NOT NULL REFERENCES jobs(id),
+            rank INTEGER NOT NULL,
+            uuid TEXT NOT NULL,
+            profile TEXT NOT NULL,
+            gpu INTEGER NOT NULL,
+            share INTEGER NOT NULL,        -- thousandths of the unit
+            sm_slices INTEGER NOT NULL,    -- of the GPU's 7
+            memory_bytes INTEGER,          -- the unit's memory; NULL when unknown
+            PRIMARY KEY (job, rank)
+        ) WITHOUT ROWID;
+        CREATE INDEX jobs_eligible ON jobs(eligible_time);
+        INSERT INTO job_leaves (job, rank, uuid, profile, gpu, share, sm_slices, memory_bytes)
+        SELECT jobs.id, u.key,
+            json_extract(u.value, '$.uuid'),
+            json_extract(u.value, '$.profile'),
+            json_extract(u.value, '$.gpu'),
+            json_extract(u.value, '$.share'),
+            CASE WHEN json_extract(u.value, '$.profile') = 'gpu' THEN 7
+                ELSE CAST(substr(json_extract(u.value, '$.profile'), 1,
+                    instr(json_extract(u.value, '$.profile'), 'g') - 1) AS INTEGER) END,
+            CASE WHEN json_extract(u.value, '$.profile') = 'gpu' THEN NULL
+                ELSE CAST(CAST(rtrim(substr(json_extract(u.value, '$.profile'),
+                    instr(json_extract(u.value, '$.profile'), '.') + 1), 'gbme+')
+                    AS REAL) * 1e9 AS INTEGER) END
+        FROM jobs, json_each(jobs.allocation, '$.units') AS u
+        WHERE jobs.allocation IS NOT NULL;",
     )
 }

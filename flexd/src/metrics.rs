@@ -1,0 +1,271 @@
+//! Prometheus metrics in the text exposition format (version 0.0.4): counters and the
+//! scheduling-pass histogram kept as the daemon works ([`Metrics`]), gauges read from the
+//! state when scraped ([`Snapshot`]). Served by `server::http` when `metrics_listen` is set.
+
+use crate::state::{Effect, State};
+use crate::store::writer::Op;
+use flexsub::proto::JobState;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Upper bounds (seconds) of the scheduling-pass histogram's buckets: 50 µs to 2.5 s.
+pub const PASS_BUCKETS: [f64; 14] = [
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5,
+];
+
+/// What flexd counts since it started.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    started: AtomicU64,
+    /// By `JobState::ALL` index.
+    ended: [AtomicU64; 7],
+    /// Passes that took at most `PASS_BUCKETS[i]` and more than the bound before it.
+    pass_buckets: [AtomicU64; PASS_BUCKETS.len()],
+    pass_count: AtomicU64,
+    pass_sum_ns: AtomicU64,
+}
+
+fn state_index(s: JobState) -> usize {
+    JobState::ALL
+        .iter()
+        .position(|x| *x == s)
+        .expect("every state is in ALL")
+}
+
+impl Metrics {
+    /// Count what a state change means: a start, or an end in its final state.
+    pub fn effect(&self, e: &Effect) {
+        match e {
+            Effect::Start(..) | Effect::Launch(_) => {
+                self.started.fetch_add(1, Ordering::Relaxed);
+            }
+            Effect::End(Op::End(end)) | Effect::Write(Op::End(end)) => {
+                self.ended[state_index(end.to)].fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+
+    /// Record one scheduling pass.
+    pub fn sched_pass(&self, took: Duration) {
+        let secs = took.as_secs_f64();
+        if let Some(i) = PASS_BUCKETS.iter().position(|b| secs <= *b) {
+            self.pass_buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.pass_count.fetch_add(1, Ordering::Relaxed);
+        self.pass_sum_ns
+            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The exposition text: the snapshot's gauges, then the counters and the histogram.
+    pub fn render(&self, snap: &Snapshot) -> String {
+        let mut out = String::new();
+        let o = &mut out;
+        header(
+            o,
+            "flex_jobs",
+            "gauge",
+            "Jobs flexd holds, by state (finished ones for keep_finished after their end).",
+        );
+        for (state, n) in &snap.jobs {
+            let _ = writeln!(o, "flex_jobs{{state=\"{state}\"}} {n}");
+        }
+        header(
+            o,
+            "flex_leaves",
+            "gauge",
+            "Leaves of each GPU that jobs hold (busy) or not (free); a shared whole GPU counts \
+             the fraction held.",
+        );
+        for g in &snap.gpus {
+            for (state, v) in [("busy", g.busy), ("free", g.free)] {
+                let _ = writeln!(
+                    o,
+                    "flex_leaves{{host=\"{}\",gpu=\"{}\",state=\"{state}\"}} {}",
+                    escape(&g.host),
+                    g.gpu,
+                    number(v)
+                );
+            }
+        }
+        header(
+            o,
+            "flex_jobs_started_total",
+            "counter",
+            "Jobs started since flexd started.",
+        );
+        let _ = writeln!(
+            o,
+            "flex_jobs_started_total {}",
+            self.started.load(Ordering::Relaxed)
+        );
+        header(
+            o,
+            "flex_jobs_completed_total",
+            "counter",
+            "Jobs that ended since flexd started, by final state.",
+        );
+        for s in JobState::ALL.into_iter().filter(|s| s.is_finished()) {
+            let n = self.ended[state_index(s)].load(Ordering::Relaxed);
+            let _ = writeln!(o, "flex_jobs_completed_total{{state=\"{s}\"}} {n}");
+        }
+        header(
+            o,
+            "flex_sched_pass_seconds",
+            "histogram",
+            "Duration of flexd's scheduling passes.",
+        );
+        // A pass recorded while this reads may be in a bucket but not yet in the count: the
+        // count is at least the buckets' sum, so +Inf stays the largest.
+        let mut cumulative = 0;
+        let counts: Vec<u64> = self
+            .pass_buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let count = self
+            .pass_count
+            .load(Ordering::Relaxed)
+            .max(counts.iter().sum());
+        for (bound, n) in PASS_BUCKETS.iter().zip(counts) {
+            cumulative += n;
+            let _ = writeln!(
+                o,
+                "flex_sched_pass_seconds_bucket{{le=\"{}\"}} {cumulative}",
+                number(*bound)
+            );
+        }
+        let _ = writeln!(o, "flex_sched_pass_seconds_bucket{{le=\"+Inf\"}} {count}");
+        let sum = self.pass_sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let _ = writeln!(o, "flex_sched_pass_seconds_sum {}", number(sum));
+        let _ = writeln!(o, "flex_sched_pass_seconds_count {count}");
+        out
+    }
+}
+
+fn header(o: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(o, "# HELP {name} {help}");
+    let _ = writeln!(o, "# TYPE {name} {kind}");
+}
+
+/// A sample value: integers without a fraction, others in Rust's shortest form.
+fn number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// One GPU's leaves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuLeaves {
+    pub host: String,
+    pub gpu: u32,
+    pub busy: f64,
+    pub free: f64,
+}
+
+/// The gauges, read from the state under its lock.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    pub jobs: Vec<(JobState, u64)>,
+    pub gpus: Vec<GpuLeaves>,
+}
+
+impl Snapshot {
+    pub fn of(st: &State) -> Snapshot {
+        let mut jobs = [0u64; 7];
+        for j in st.jobs() {
+            jobs[state_index(j.row.state)] += 1;
+        }
+        let mut gpus = Vec::new();
+        for (hid, h) in st.cluster.hosts() {
+            for g in &h.gpus {
+                let mut free = 0u64;
+                let mut n = 0u64;
+                for l in h.leaves.iter().filter(|l| l.gpu == g.index) {
+                    free += u64::from(st.cluster.leaf_free(hid, l.id));
+                    n += 1000;
+                }
+                gpus.push(GpuLeaves {
+                    host: h.hostname.clone(),
+                    gpu: g.index.0,
+                    busy: (n - free) as f64 / 1000.0,
+                    free: free as f64 / 1000.0,
+                });
+            }
+        }
+        Snapshot {
+            jobs: JobState::ALL.into_iter().zip(jobs).collect(),
+            gpus,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::writer::End;
+    use gres_plugin::JobId;
+
+    fn end(to: JobState) -> Effect {
+        Effect::End(Op::End(End {
+            job: JobId(1),
+            from: JobState::Running,
+            to,
+            time: 0,
+            exit_code: None,
+            signal: None,
+            reason: None,
+            cancelled_by: None,
+        }))
+    }
+
+    #[test]
+    fn counters_histogram_and_labels() {
+        let m = Metrics::default();
+        m.effect(&end(JobState::Completed));
+        m.effect(&end(JobState::Timeout));
+        m.effect(&end(JobState::Timeout));
+        m.effect(&Effect::Write(Op::Barrier));
+        m.sched_pass(Duration::from_micros(30));
+        m.sched_pass(Duration::from_millis(3));
+        m.sched_pass(Duration::from_secs(10));
+        let snap = Snapshot {
+            jobs: vec![(JobState::Pending, 2)],
+            gpus: vec![GpuLeaves {
+                host: "a\"b".into(),
+                gpu: 1,
+                busy: 0.5,
+                free: 6.5,
+            }],
+        };
+        let text = m.render(&snap);
+        for line in [
+            "flex_jobs{state=\"PENDING\"} 2",
+            "flex_leaves{host=\"a\\\"b\",gpu=\"1\",state=\"busy\"} 0.5",
+            "flex_leaves{host=\"a\\\"b\",gpu=\"1\",state=\"free\"} 6.5",
+            "flex_jobs_started_total 0",
+            "flex_jobs_completed_total{state=\"TIMEOUT\"} 2",
+            "flex_jobs_completed_total{state=\"COMPLETED\"} 1",
+            "flex_sched_pass_seconds_bucket{le=\"0.00005\"} 1",
+            "flex_sched_pass_seconds_bucket{le=\"0.0025\"} 1",
+            "flex_sched_pass_seconds_bucket{le=\"0.005\"} 2",
+            "flex_sched_pass_seconds_bucket{le=\"2.5\"} 2",
+            "flex_sched_pass_seconds_bucket{le=\"+Inf\"} 3",
+            "flex_sched_pass_seconds_count 3",
+            "# TYPE flex_sched_pass_seconds histogram",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Accounting reads: the jobs of a period with what they asked for and what they held
+//! (`job_leaves`), for flexacct and flexreport. Read-only; any connection will do.
+
+use super::{json, StoreError, StoredAlloc};
+use flexsub::proto::{AcctLeaf, AcctQuery, AcctRecord, JobState};
+use gres_plugin::JobId;
+use rusqlite::{params, Connection};
+
+const COLUMNS: &str = "id, name, user, uid, gid, account, state, submit_time, eligible_time,
+    start_time, end_time, exit_code, signal, reason, request, host, allocation";
+
+/// The jobs whose [eligible, end (or `now`)] overlaps [`q.start`, `q.end`] and that match
+/// the query's lists, by id. `only_uid` limits them to one user's (whatever `q.users` says).
+pub fn query(
+    conn: &Connection,
+    q: &AcctQuery,
+    only_uid: Option<u32>,
+    now: u64,
+) -> Result<Vec<AcctRecord>, StoreError> {
+    let mut st = conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM jobs
+         WHERE eligible_time <= ?2
+            AND (end_time >= ?1 OR (end_time IS NULL AND ?3 >= ?1))
+            AND (?4 IS NULL OR uid = ?4)
+         ORDER BY id"
+    ))?;
+    let mut rows = st.query(params![q.start as i64, q.end as i64, now as i64, only_uid])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let rec = record(r)?;
+        if matches(q, &rec) {
+            out.push(rec);
+        }
+    }
+    drop(rows);
+    let mut leaves = conn.prepare_cached(
+        "SELECT uuid, profile, gpu, share, sm_slices, memory_bytes FROM job_leaves
+         WHERE job = ?1 ORDER BY rank",
+    )?;
+    for rec in &mut out {
+        rec.leaves = leaves
+            .query_map([rec.id.0 as i64], |r| {
+                Ok(AcctLeaf {
+                    uuid: r.get(0)?,
+                    profile: r.get(1)?,
+                    gpu: r.get(2)?,
+                    share: r.get(3)?,
+                    sm_slices: r.get(4)?,
+                    memory_bytes: r.get::<_, Option<i64>>(5)?.map(|m| m as u64),
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+    }
+    Ok(out)
+}
+
+fn matches(q: &AcctQuery, r: &AcctRecord) -> bool {
+    (q.users.is_empty()
+        || q.users
+            .iter()
+            .any(|u| *u == r.user || *u == r.uid.to_string()))
+        && (q.accounts.is_empty() || q.accounts.contains(&r.account))
+        && (q.states.is_empty() || q.states.contains(&r.state))
+        && (q.jobs.is_empty() || q.jobs.contains(&r.id))
+}
+
+fn record(r: &rusqlite::Row) -> Result<AcctRecord, StoreError> {
+    let id = r.get::<_, i64>(0)? as u64;
+    let state: String = r.get(6)?;
+    let time = |i: usize| -> rusqlite::Result<Option<u64>> {
+        Ok(r.get::<_, Option<i64>>(i)?.map(|t| t.max(0) as u64))
+    };
+    let request: String = r.get(14)?;
+    let alloc: Option<String> = r.get(16)?;
+    let alloc: Option<StoredAlloc> = alloc.map(|a| json(id, "allocation", &a)).transpose()?;
+    Ok(AcctRecord {
+        id: JobId(id),
+        name: r.get(1)?,
+        user: r.get(2)?,
+        uid: r.get(3)?,
+        gid: r.get(4)?,
+        account: r.get(5)?,
+        state: JobState::parse(&state).ok_or_else(|| StoreError::Json {
+            job: id,
+            column: "state",
+            message: format!("unknown state {state:?}"),
+        })?,
+        submit_time: time(7)?.unwrap_or(0),
+        eligible_time: time(8)?.unwrap_or(0),
+        start_time: time(9)?,
+        end_time: time(10)?,
+        exit_code: r.get(11)?,
+        signal: r.get(12)?,
+        reason: r.get(13)?,
+        request: json(id, "request", &request)?,
+        host: r.get(15)?,
+        leaves: Vec::new(),
+        cores: alloc.map(|a| a.cores).unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{open, schema};
+    use gres_plugin::Request as ResourceRequest;
+
+    /// A version-2 database (before `job_leaves`) with a finished MIG job and a finished
+    /// whole-GPU share migrates, and accounting sees what they held.
+    #[test]
+    fn a_version_2_database_migrates_with_its_allocations() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("flex.db");
+        {
+            let mut conn = Connection::open(&path).unwrap();
+            schema::migrate_to(&mut conn, 2).unwrap();
+            let unit = |leaf: u32, profile: &str, share: u32| {
+                serde_json::json!({"leaf": leaf, "uuid": format!("MIG-{leaf}"),
+                    "profile": profile, "gpu": 1, "share": share})
+            };
+            let allocs = [
+                serde_json::json!({"host": "old", "units": [unit(0, "1g.5gb", 1000),
+                    unit(6, "1g.10gb+me", 1000), unit(3, "3g.20gb", 1000)], "cores": [2, 3, 4],
+                    "placement": {"host": 0, "units": [], "cores": []}}),
+                serde_json::json!({"host": "old", "units": [unit(9, "gpu", 250)],
+                    "cores": [7], "placement": {"host": 0, "units": [], "cores": []}}),
+            ];
+            for (i, a) in allocs.iter().enumerate() {
+                conn.execute(
+                    "INSERT INTO jobs (name, uid, gid, user, account, script, args, env,
+                        workdir, submit_dir, request, cores_per_leaf, time_limit, state,
+                        submit_time, eligible_time, start_time, end_time, exit_code, host,
+                        allocation)
+                     VALUES ('old', 7, 7, 'bo', 'g', 'true', '[]', '[]', '/', '/', ?1, 1, 60,
+                        'COMPLETED', 10, 10, 20, 80, 0, 'old', ?2)",
+                    rusqlite::params![
+                        serde_json::to_string(&ResourceRequest::leaves(3, 60)).unwrap(),
+                        a.to_string()
+                    ],
+                )
+                .unwrap();
+                assert_eq!(conn.last_insert_rowid(), i as i64 + 1);
+            }
+        }
+        let conn = open(&path).unwrap();
+        let q = AcctQuery {
+            start: 0,
+            end: 100,
+            ..AcctQuery::default()
+        };
+        let jobs = query(&conn, &q, None, 1000).unwrap();
+        assert_eq!(jobs.len(), 2);
+        let leaves: Vec<(&str, u32, Option<u64>)> = jobs[0]
+            .leaves
+            .iter()
+            .map(|l| (l.uuid.as_str(), l.sm_slices, l.memory_bytes))
+            .collect();
+        assert_eq!(
+            leaves,
+            [
+                ("MIG-0", 1, Some(5_000_000_000)),
+                ("MIG-6", 1, Some(10_000_000_000)),
+                ("MIG-3", 3, Some(20_000_000_000)),
+            ]
+        );
+        assert_eq!(jobs[0].cores, [2, 3, 4]);
+        let whole = &jobs[1].leaves[0];
+        assert_eq!(
+            (whole.sm_slices, whole.share, whole.memory_bytes),
+            (7, 250, None)
+        );
+        assert_eq!(jobs[1].host.as_deref(), Some("old"));
+    }
+}
