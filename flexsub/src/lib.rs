@@ -3,9 +3,11 @@
 //! needs neither tokio nor rusqlite.
 //!
 //! Each command is a thin binary over a module here: [`submit`] (flexsub), [`queue`] (flexq),
-//! [`cancel`] (flexcancel) and [`run`] (flexrun); [`client`] finds flexd's socket and talks to
-//! it, and [`error`] maps every failure to one documented exit code.
+//! [`cancel`] (flexcancel), [`run`] (flexrun), [`acct`] (flexacct) and [`report`]
+//! (flexreport); [`client`] finds flexd's socket and talks to it, and [`error`] maps every
+//! failure to one documented exit code.
 
+pub mod acct;
 pub mod cancel;
 pub mod client;
 pub mod error;
@@ -13,8 +15,11 @@ pub mod estimate;
 pub mod options;
 pub mod proto;
 pub mod queue;
+pub mod report;
 pub mod run;
 pub mod script;
 pub mod submit;
 pub mod table;
 pub mod units;
+pub mod usage;
+pub mod when;

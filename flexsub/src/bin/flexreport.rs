@@ -1,0 +1,13 @@
+//! flexreport: usage over a period per user and account, jobs by state, host utilization
+//! (like sreport).
+
+use clap::Parser;
+
+fn main() {
+    let args = flexsub::report::Args::parse();
+    let code = match flexsub::report::run(&args, &mut std::io::stdout().lock()) {
+        Ok(code) => code,
+        Err(e) => flexsub::error::report("flexreport", &e),
+    };
+    std::process::exit(code);
+}

@@ -1,0 +1,183 @@
+//! What an accounting record used, for flexacct's columns and flexreport's sums. Pure
+//! functions of a record and the clock, so both commands count the same way.
+//!
+//! A unit counts by its share: a MIG leaf or a whole GPU held alone counts 1, a quarter of a
+//! whole GPU 0.25. GPU equivalents are SM slices ÷ 7 × share (a whole GPU = 1, a 3g leaf =
+//! 3/7); memory is the unit's memory × share; cores count one each.
+
+use crate::proto::{AcctRecord, JobState};
+
+/// SM slices of a whole GPU.
+pub const GPU_SLICES: f64 = 7.0;
+
+/// Leaves held, each counted by its share.
+pub fn leaves(r: &AcctRecord) -> f64 {
+    r.leaves.iter().map(|l| l.share as f64 / 1000.0).sum()
+}
+
+/// GPU equivalents held.
+pub fn gpu_equivalents(r: &AcctRecord) -> f64 {
+    r.leaves
+        .iter()
+        .map(|l| l.sm_slices as f64 / GPU_SLICES * l.share as f64 / 1000.0)
+        .sum()
+}
+
+/// GPU memory held, in bytes (units whose memory was not recorded count 0).
+pub fn memory_bytes(r: &AcctRecord) -> f64 {
+    r.leaves
+        .iter()
+        .map(|l| l.memory_bytes.unwrap_or(0) as f64 * l.share as f64 / 1000.0)
+        .sum()
+}
+
+pub fn cores(r: &AcctRecord) -> f64 {
+    r.cores.len() as f64
+}
+
+/// When it stopped running: its end, or `now` while it runs (None if it never started).
+fn run_end(r: &AcctRecord, now: u64) -> Option<u64> {
+    r.start_time?;
+    Some(r.end_time.unwrap_or(now))
+}
+
+/// Seconds it ran (so far).
+pub fn elapsed(r: &AcctRecord, now: u64) -> u64 {
+    match (r.start_time, run_end(r, now)) {
+        (Some(s), Some(e)) => e.saturating_sub(s),
+        _ => 0,
+    }
+}
+
+/// Seconds between eligible and start; for a job that never started, until it ended (or
+/// until `now` while it waits).
+pub fn wait(r: &AcctRecord, now: u64) -> u64 {
+    let until = match (r.start_time, r.end_time) {
+        (Some(s), _) => s,
+        (None, Some(e)) => e,
+        (None, None) if r.state == JobState::Pending => now,
+        (None, None) => r.eligible_time,
+    };
+    until.saturating_sub(r.eligible_time)
+}
+
+/// Seconds of its run inside [`start`, `end`).
+pub fn run_within(r: &AcctRecord, start: u64, end: u64, now: u64) -> u64 {
+    match (r.start_time, run_end(r, now)) {
+        (Some(s), Some(e)) => e.min(end).saturating_sub(s.max(start)),
+        _ => 0,
+    }
+}
+
+/// Usage over a period, in hours of each resource.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Usage {
+    pub leaf_hours: f64,
+    pub gpu_hours: f64,
+    pub mem_gib_hours: f64,
+    pub core_hours: f64,
+}
+
+impl Usage {
+    /// What `r` used inside [`start`, `end`).
+    pub fn of(r: &AcctRecord, start: u64, end: u64, now: u64) -> Usage {
+        let h = run_within(r, start, end, now) as f64 / 3600.0;
+        Usage {
+            leaf_hours: leaves(r) * h,
+            gpu_hours: gpu_equivalents(r) * h,
+            mem_gib_hours: memory_bytes(r) / (1u64 << 30) as f64 * h,
+            core_hours: cores(r) * h,
+        }
+    }
+
+    pub fn add(&mut self, o: &Usage) {
+        self.leaf_hours += o.leaf_hours;
+        self.gpu_hours += o.gpu_hours;
+        self.mem_gib_hours += o.mem_gib_hours;
+        self.core_hours += o.core_hours;
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::proto::AcctLeaf;
+    use gres_plugin::{JobId, Request};
+
+    pub(crate) fn record(
+        start: Option<u64>,
+        end: Option<u64>,
+        leaves: Vec<AcctLeaf>,
+    ) -> AcctRecord {
+        AcctRecord {
+            id: JobId(1),
+            name: "j".into(),
+            user: "ana".into(),
+            uid: 1000,
+            gid: 1000,
+            account: "phys".into(),
+            state: if end.is_some() {
+                JobState::Completed
+            } else if start.is_some() {
+                JobState::Running
+            } else {
+                JobState::Pending
+            },
+            submit_time: 100,
+            eligible_time: 100,
+            start_time: start,
+            end_time: end,
+            exit_code: end.map(|_| 0),
+            signal: None,
+            reason: None,
+            request: Request::leaves(2, 3600),
+            host: start.map(|_| "h".into()),
+            leaves,
+            cores: if start.is_some() {
+                vec![0, 1, 2, 3]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    fn leaf(profile: &str, sm: u32, share: u32, mem: u64) -> AcctLeaf {
+        AcctLeaf {
+            uuid: format!("MIG-{profile}"),
+            profile: profile.into(),
+            gpu: 0,
+            share,
+            sm_slices: sm,
+            memory_bytes: Some(mem),
+        }
+    }
+
+    #[test]
+    fn shares_slices_and_clipping() {
+        let r = record(
+            Some(3700),
+            Some(3700 + 7200),
+            vec![
+                leaf("1g.5gb", 1, 1000, 5 << 30),
+                leaf("3g.20gb", 3, 1000, 20 << 30),
+                leaf("gpu", 7, 250, 40 << 30),
+            ],
+        );
+        assert!((leaves(&r) - 2.25).abs() < 1e-12);
+        assert!((gpu_equivalents(&r) - (4.0 / 7.0 + 0.25)).abs() < 1e-12);
+        assert_eq!(memory_bytes(&r), (35u64 << 30) as f64);
+        assert_eq!((elapsed(&r, 0), wait(&r, 0)), (7200, 3600));
+        // The last hour of its two falls in [7300, 20000).
+        let u = Usage::of(&r, 7300, 20000, 0);
+        assert!((u.leaf_hours - 2.25).abs() < 1e-12);
+        assert!((u.core_hours - 4.0).abs() < 1e-12);
+        assert!((u.mem_gib_hours - 35.0).abs() < 1e-12);
+        assert_eq!(Usage::of(&r, 20000, 30000, 0), Usage::default());
+        // Running: until now.
+        let running = record(Some(1000), None, vec![leaf("1g.5gb", 1, 1000, 0)]);
+        assert_eq!(elapsed(&running, 4600), 3600);
+        assert_eq!(run_within(&running, 0, 2000, 4600), 1000);
+        let pending = record(None, None, vec![]);
+        assert_eq!((elapsed(&pending, 500), wait(&pending, 500)), (0, 400));
+    }
+}
