@@ -102,7 +102,8 @@ fn draw_boxes(
             let off = (j as f64 - 0.5) * 0.3;
             let mut first = true;
             for (i, cat) in cats.iter().enumerate() {
-                let Some(r) = rows.iter().find(|r| r.category == *cat && r.pair == *pair) else {
+                let cat = cat.to_string();
+                let Some(r) = rows.iter().find(|r| r.category == cat && r.pair == *pair) else {
                     continue;
                 };
                 let s = &r.spread;

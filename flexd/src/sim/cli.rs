@@ -473,16 +473,17 @@ fn runs_csv(c: &compare::Comparison) -> String {
 }
 
 fn ratios_csv(c: &compare::Comparison) -> String {
-    let mut s = String::from("kind,policy,category,pair,metric,median,p25,p75,min,max,n\n");
+    let mut s = String::from("kind,policy,category,pair,metric,mean,median,p25,p75,min,max,n\n");
     for r in &c.ratios {
         let x = &r.spread;
         s += &format!(
-            "{},{},{},{},{},{:.4},{:.4},{:.4},{:.4},{:.4},{}\n",
+            "{},{},{},{},{},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{}\n",
             r.kind,
             policy_slug(r.policy),
             r.category,
             r.pair,
             r.metric,
+            x.mean,
             x.median,
             x.p25,
             x.p75,

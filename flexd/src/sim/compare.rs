@@ -43,6 +43,7 @@ pub struct RunRow {
 /// The spread of one ratio over a category's traces.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Spread {
+    pub mean: f64,
     pub median: f64,
     pub p25: f64,
     pub p75: f64,
@@ -57,7 +58,8 @@ pub struct Spread {
 pub struct RatioRow {
     pub kind: KindMix,
     pub policy: PolicyKind,
-    pub category: Category,
+    /// A size category, or `all` for every trace of the kind.
+    pub category: String,
     /// `fm/dm` or `fm/sm`.
     pub pair: String,
     pub metric: &'static str,
@@ -151,14 +153,25 @@ fn ratios(spec: &CompareSpec, runs: &[RunRow]) -> Vec<RatioRow> {
     let mut out = Vec::new();
     for &kind in &spec.kinds {
         for &policy in &spec.policies {
-            for &category in &spec.categories {
+            let scopes = spec
+                .categories
+                .iter()
+                .map(|c| (c.to_string(), vec![*c]))
+                .chain(std::iter::once((
+                    "all".to_string(),
+                    spec.categories.clone(),
+                )));
+            for (scope, cats) in scopes {
                 for other in [ModelKind::Dm, ModelKind::Sm] {
                     if !spec.models.contains(&ModelKind::Fm) || !spec.models.contains(&other) {
                         continue;
                     }
                     for (metric, get) in RATIO_METRICS {
-                        let mut v: Vec<f64> = (0..spec.traces_per_category)
-                            .filter_map(|i| {
+                        let traces = cats
+                            .iter()
+                            .flat_map(|&c| (0..spec.traces_per_category).map(move |i| (c, i)));
+                        let mut v: Vec<f64> = traces
+                            .filter_map(|(category, i)| {
                                 let fm = find(kind, category, i, policy, ModelKind::Fm)?;
                                 let o = find(kind, category, i, policy, other)?;
                                 // A model that could not run every job is not comparable.
@@ -173,7 +186,7 @@ fn ratios(spec: &CompareSpec, runs: &[RunRow]) -> Vec<RatioRow> {
                             out.push(RatioRow {
                                 kind,
                                 policy,
-                                category,
+                                category: scope.clone(),
                                 pair: format!("fm/{other}"),
                                 metric,
                                 spread,
@@ -193,12 +206,14 @@ pub fn spread(v: &mut [f64]) -> Option<Spread> {
         return None;
     }
     v.sort_by(f64::total_cmp);
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
     let q = |p: f64| {
         let x = p * (v.len() - 1) as f64;
         let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
         v[lo] + (v[hi] - v[lo]) * (x - lo as f64)
     };
     Some(Spread {
+        mean,
         median: q(0.5),
         p25: q(0.25),
         p75: q(0.75),
@@ -247,7 +262,8 @@ impl Comparison {
                 let mut head = vec!["category".to_string(), "pair".to_string()];
                 head.extend(RATIO_METRICS.iter().map(|(m, _)| m.to_string()));
                 t.set_titles(prettytable::Row::from(head));
-                for &cat in &self.spec.categories {
+                let scopes = self.spec.categories.iter().map(|c| c.to_string());
+                for cat in scopes.chain(std::iter::once("all".to_string())) {
                     for pair in ["fm/dm", "fm/sm"] {
                         let cells: Vec<String> = RATIO_METRICS
                             .iter()
@@ -272,7 +288,7 @@ impl Comparison {
                         if cells.iter().all(|c| c == "-") {
                             continue;
                         }
-                        let mut row = vec![cat.to_string(), pair.to_string()];
+                        let mut row = vec![cat.clone(), pair.to_string()];
                         row.extend(cells);
                         t.add_row(prettytable::Row::from(row));
                     }
@@ -333,6 +349,7 @@ mod tests {
             (s.median, s.p25, s.p75, s.min, s.max, s.n),
             (3.0, 2.0, 4.0, 1.0, 5.0, 5)
         );
+        assert_eq!(s.mean, 3.0);
         assert_eq!(spread(&mut [1.0, 2.0]).unwrap().median, 1.5);
         assert!(spread(&mut []).is_none());
     }
