@@ -264,3 +264,79 @@ fn outside_a_job_or_without_a_program_it_says_so() {
         "{err}"
     );
 }
+
+/// Whether a process is alive (a zombie is not).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let rest = &stat[stat.rfind(')').unwrap() + 1..];
+            rest.split_whitespace().next() != Some("Z")
+        }
+        Err(_) => false,
+    }
+}
+
+fn wait_dead(pids: &[i32]) {
+    let start = Instant::now();
+    while pids.iter().any(|&p| alive(p)) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "processes {pids:?} outlived flexrun"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn pids_in(dir: &Path) -> Vec<i32> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            std::fs::read_to_string(e.unwrap().path())
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn what_ranks_leave_behind_ends_with_flexrun() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "sleep 300 & echo $! > {}/$RANK.tmp && mv {0}/$RANK.tmp {0}/$RANK",
+        dir.path().display()
+    );
+    let out = run(&mut flexrun(&["sh", "-c", &script]));
+    assert!(out.status.success(), "{out:?}");
+    let pids = pids_in(dir.path());
+    assert_eq!(pids.len(), 4);
+    wait_dead(&pids);
+}
+
+#[test]
+fn ranks_and_their_children_die_with_a_killed_flexrun() {
+    let dir = tempfile::tempdir().unwrap();
+    // Ranks that ignore SIGTERM, with a child each: only SIGKILL ends them.
+    let script = format!(
+        "trap '' TERM; sleep 300 & echo $$ $! > {}/$RANK.tmp && mv {0}/$RANK.tmp {0}/$RANK; wait",
+        dir.path().display()
+    );
+    let mut child = flexrun(&["sh", "-c", &script]).spawn().unwrap();
+    wait_for_files(dir.path(), 4);
+    let pids: Vec<i32> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flat_map(|e| {
+            std::fs::read_to_string(e.unwrap().path())
+                .unwrap()
+                .split_whitespace()
+                .map(|p| p.parse::<i32>().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(pids.len(), 8);
+    assert!(pids.iter().all(|&p| alive(p)));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_dead(&pids);
+}

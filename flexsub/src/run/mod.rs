@@ -2,10 +2,13 @@
 //!
 //! The plan comes from the job's environment ([`gres_plugin::env::rank_plan`]); each rank gets
 //! [`gres_plugin::env::rank_env`] on top of it and is bound to its own cores. Each rank leads its
-//! own process group, so a terminal's Ctrl-C reaches it once, through flexrun, and dies with
-//! flexrun (parent-death signal) if flexrun is killed. Signals flexrun receives (TERM, INT, HUP,
-//! USR1, USR2) go to every rank's group. flexrun exits with the status of the first rank to fail;
-//! the other ranks then get SIGTERM after a grace period and SIGKILL [`KILL_AFTER`] later.
+//! own process group (as torchrun's workers do), so a signal sent to the job's group reaches it
+//! once, through flexrun: signals flexrun receives (TERM, INT, HUP, USR1, USR2) go to every
+//! rank's group. When flexrun ends, however it ends, the [`watchdog`] kills what is left in the
+//! ranks' groups. flexrun exits with the status of the first rank to fail; the other ranks then
+//! get SIGTERM after a grace period and SIGKILL [`KILL_AFTER`] later.
+
+mod watchdog;
 
 use crate::error::{exit, Error};
 use clap::Parser;
@@ -20,6 +23,7 @@ use std::ffi::OsString;
 use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -195,15 +199,29 @@ pub fn run(a: &Args) -> Result<i32, Error> {
         Some(n) => n as usize,
         None => plan.uuids.len(),
     };
+    // Forked while flexrun is still single-threaded.
+    let mut watchdog = match watchdog::Watchdog::start() {
+        Ok(w) => Some(w),
+        Err(e) => {
+            eprintln!("flexrun: warning: no cleanup watchdog ({e}): a rank's children may outlive a killed flexrun");
+            None
+        }
+    };
     // Registered before any rank starts, so no signal falls between the cracks.
     let mut signals =
         Signals::new(FORWARDED).map_err(|e| Error::Input(format!("cannot handle signals: {e}")))?;
     let handle = signals.handle();
     let live: Live = Arc::new(Mutex::new(vec![None; n]));
+    // Set once a terminating signal was passed on: rank deaths are then expected.
+    let terminating = Arc::new(AtomicBool::new(false));
     let forwarder = {
         let live = live.clone();
+        let terminating = terminating.clone();
         thread::spawn(move || {
             for sig in signals.forever() {
+                if [SIGTERM, SIGINT, SIGHUP].contains(&sig) {
+                    terminating.store(true, Ordering::SeqCst);
+                }
                 signal_all(&live, sig);
             }
         })
@@ -224,6 +242,9 @@ pub fn run(a: &Args) -> Result<i32, Error> {
             }
         };
         live.lock().expect("rank list lock")[r] = Some(child.id() as i32);
+        if let Some(w) = watchdog.as_mut() {
+            w.guard(child.id() as i32);
+        }
         if let Some(out) = child.stdout.take() {
             let done = pump_tx.clone();
             pumps += 1;
@@ -270,12 +291,15 @@ pub fn run(a: &Args) -> Result<i32, Error> {
                 if !status.success() && first_failure.is_none() {
                     let code = status_code(status);
                     first_failure = Some(code);
-                    if reaped < started && spawn_error.is_none() {
+                    let quiet = terminating.load(Ordering::SeqCst) || spawn_error.is_some();
+                    if reaped < started && !quiet {
                         eprintln!(
                             "flexrun: rank {r} failed ({}); the other ranks get SIGTERM in {} s",
                             describe(status),
                             a.grace
                         );
+                    }
+                    if reaped < started {
                         term_at = Some(Instant::now() + Duration::from_secs(a.grace));
                     }
                 }
@@ -305,6 +329,8 @@ pub fn run(a: &Args) -> Result<i32, Error> {
             break;
         }
     }
+    // Closing the pipe lets the watchdog clear the ranks' groups of what they left behind.
+    drop(watchdog);
     if let Some(e) = spawn_error {
         return Err(e);
     }
