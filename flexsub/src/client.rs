@@ -221,6 +221,26 @@ mod tests {
     }
 
     #[test]
+    fn flexd_refusing_the_hello_is_a_version_mismatch_with_its_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let _: Hello = proto::read_frame(&mut s, 1 << 20).unwrap();
+            let msg = "protocol version mismatch: client speaks 1, flexd speaks 2";
+            proto::write_frame(&mut s, &Response::error(ErrorKind::VersionMismatch, msg)).unwrap();
+        });
+        let e = Client::connect_to(&path, "flexq").unwrap_err();
+        server.join().unwrap();
+        assert_eq!(
+            e.to_string(),
+            "protocol version mismatch: client speaks 1, flexd speaks 2"
+        );
+        assert_eq!(e.exit_code(), crate::error::exit::VERSION_MISMATCH);
+    }
+
+    #[test]
     fn an_older_server_is_a_version_mismatch() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("d.sock");
