@@ -32,6 +32,8 @@ pub enum Key {
     Infer,
     /// Slurm's node count: Flex runs a job on one host.
     Nodes,
+    /// Slurm's `--export`: Flex always exports the whole environment.
+    Export,
     /// Slurm options with no meaning on one Flex host; accepted with a warning.
     Ignored,
 }
@@ -206,6 +208,13 @@ pub const OPTIONS: &[OptSpec] = &[
         "Node count; Flex runs a job on one host, so only 1",
     ),
     opt(
+        Key::Export,
+        "export",
+        None,
+        Some("ALL"),
+        "Environment to export; Flex always exports all of it, so only ALL",
+    ),
+    opt(
         Key::Ignored,
         "partition",
         Some('p'),
@@ -359,6 +368,13 @@ impl Settings {
                     ));
                 }
             }
+            Key::Export => {
+                if !v.trim().eq_ignore_ascii_case("all") {
+                    return Err(format!(
+                        "invalid export {v:?}: Flex exports the whole environment, so only ALL"
+                    ));
+                }
+            }
             Key::Ignored => {
                 return Ok(Some(format!(
                     "--{} is ignored: {}",
@@ -488,6 +504,10 @@ mod tests {
             .unwrap_err()
             .contains("fill-first"));
         assert!(set(&mut s, "nodes", "2").unwrap_err().contains("one host"));
+        assert!(set(&mut s, "export", "ALL").unwrap().is_none());
+        assert!(set(&mut s, "export", "NONE")
+            .unwrap_err()
+            .contains("only ALL"));
         assert!(set(&mut s, "dtype", "fp7").unwrap_err().contains("fp7"));
         assert!(set(&mut s, "partition", "gpu")
             .unwrap()
