@@ -345,7 +345,22 @@ pub async fn dispatch(shared: &Shared, peer: &Peer, req: Request) -> Response {
         }
         Request::JobEnded { job } => {
             let status = files::read_status(&shared.run_dir, job);
-            shared.with_core(|c| handlers::job_ended(&mut c.state, peer, job, status))
+            let had_status = matches!(status, Ok(Some(_)));
+            let (r, stale) = shared.with_core(|c| {
+                let was_running = c
+                    .state
+                    .job(job)
+                    .is_some_and(|j| j.row.state == JobState::Running);
+                let r = handlers::job_ended(&mut c.state, peer, job, status);
+                let stale = !was_running && r == Response::Pong;
+                (r, stale)
+            });
+            // The end was recorded before (NODE_FAIL while its supervisor was still going):
+            // nothing will remove these files after a commit.
+            if stale && had_status {
+                files::remove_job_files(&shared.run_dir, job);
+            }
+            r
         }
         other => {
             shared.with_core(|c| handlers::handle(&c.settings, &mut c.state, peer, other, now))
