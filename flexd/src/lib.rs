@@ -1,5 +1,6 @@
 //! flexd: the Flex controller. `sched` is the pure scheduler core that flexd and flexsim share.
 
+pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod exec;

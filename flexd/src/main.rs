@@ -1,51 +1,9 @@
 //! flexd, the Flex controller daemon (foreground). The work is in the library.
 
-use clap::{ArgAction, Parser, Subcommand};
+use clap::Parser;
+use flexd::cli::{Cli, Command};
 use flexd::config::Overrides;
 use flexd::daemon::{self, Options};
-use std::path::PathBuf;
-
-/// The Flex batch controller for MIG GPU hosts: queues jobs, places them on MIG leaves and
-/// runs each under a supervisor that outlives flexd.
-///
-/// Exit codes: 0 stopped by SIGTERM/SIGINT, 1 I/O error, 2 bad configuration, 3 another flexd
-/// is running, 4 the host model could not be built, 5 the database cannot be used.
-#[derive(Parser, Debug)]
-#[command(name = "flexd", version)]
-struct Cli {
-    /// Config file over the compiled-in defaults (etc/flexd.toml documents every key).
-    #[arg(long, env = "FLEX_CONFIG", value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Unix socket to listen on (overrides `socket`).
-    #[arg(long, value_name = "PATH")]
-    socket: Option<PathBuf>,
-    /// Directory of the database and the supervisors' files (overrides `state_dir`).
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
-    /// Simulated topology used when NVML finds no GPU (overrides `topology`).
-    #[arg(long, value_name = "FILE")]
-    topology: Option<PathBuf>,
-    /// Use the topology file even when NVML finds GPUs.
-    #[arg(long)]
-    force_topology: bool,
-    /// More log output (-v debug, -vv trace); FLEX_LOG (an env filter) overrides.
-    #[arg(short, long, action = ArgAction::Count)]
-    verbose: u8,
-    #[command(subcommand)]
-    command: Option<Command>,
-}
-
-#[derive(Subcommand, Debug)]
-enum Command {
-    /// Internal: supervise one job (started by flexd with the job on stdin).
-    #[command(hide = true)]
-    Supervise {
-        #[arg(long)]
-        job: u64,
-        #[arg(long)]
-        run_dir: PathBuf,
-    },
-}
 
 fn main() {
     let cli = Cli::parse();
