@@ -312,7 +312,7 @@ impl Comparison {
             "÷ bound",
             "wait s",
             "utilization",
-            "ext-frag % of makespan",
+            "ext-frag % of makespan (avg / sum)",
             "reconfigs"
         ]);
         for &cat in &self.spec.categories {
@@ -329,7 +329,11 @@ impl Comparison {
                     r->m(|x| x.makespan_over_bound),
                     r->m(|x| x.avg_wait_s),
                     r->m(|x| x.utilization),
-                    r->m(|x| x.ext_frag_pct_of_makespan),
+                    r->format!(
+                        "{} / {}",
+                        m(|x| x.ext_frag_pct_of_makespan),
+                        m(|x| x.ext_frag_total_pct_of_makespan)
+                    ),
                     r->m(|x| x.reconfigurations as f64)
                 ]);
             }
