@@ -1,0 +1,33 @@
+complete -c flexsub -s J -l job-name -d 'Job name (default: the script\'s file name)' -r
+complete -c flexsub -s t -l time -d 'Time limit: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or 30s, 2h, 1h30m (default: flexd\'s default_time_limit)' -r
+complete -c flexsub -s o -l output -d 'stdout file; %j job id, %x job name, %u user, %% a percent sign' -r
+complete -c flexsub -s e -l error -d 'stderr file (default: with stdout)' -r
+complete -c flexsub -s D -l chdir -d 'Working directory of the job (default: the current one)' -r
+complete -c flexsub -s c -l cpus-per-task -d 'CPU cores per leaf (default: flexd\'s default_cpus_per_leaf)' -r
+complete -c flexsub -l gres -d 'N leaves, of leaf type TYPE if given (Slurm form)' -r
+complete -c flexsub -s G -l gpus -d 'GPU fraction (0.25) or count (2): on MIG, ceil(F x 7) slices\' worth of leaves' -r
+complete -c flexsub -l mem -d 'GPU memory: 512M, 16G, 1.5GiB; a bare number is megabytes, as in Slurm' -r
+complete -c flexsub -s A -l account -d 'Account to charge' -r
+complete -c flexsub -l leaves -d 'Number of leaves (MIG instances, or whole GPUs without MIG)' -r
+complete -c flexsub -l leaf-type -d 'Only leaves of this MIG profile (1g.10gb)' -r
+complete -c flexsub -l placement -d 'Shares of whole GPUs: fill-first, balance-load or memory-optimized' -r
+complete -c flexsub -l model -d 'Size GPU memory from this model (directory, .safetensors or config.json)' -r
+complete -c flexsub -l batch-size -d 'Batch size for --model' -r
+complete -c flexsub -l seq-len -d 'Sequence length for --model' -r
+complete -c flexsub -l dtype -d 'Element type for --model: fp32, fp16, bf16, int8, fp8, int4' -r
+complete -c flexsub -s N -l nodes -d 'Node count; Flex runs a job on one host, so only 1' -r
+complete -c flexsub -l export -d 'Environment to export; Flex always exports all of it, so only ALL' -r
+complete -c flexsub -s p -l partition -d 'Accepted and ignored: one Flex host has no partitions' -r
+complete -c flexsub -s n -l ntasks -d 'Accepted and ignored: flexrun starts one rank per leaf' -r
+complete -c flexsub -l ntasks-per-node -d 'Accepted and ignored: flexrun starts one rank per leaf' -r
+complete -c flexsub -l mail-type -d 'Accepted and ignored: Flex sends no mail' -r
+complete -c flexsub -l mail-user -d 'Accepted and ignored: Flex sends no mail' -r
+complete -c flexsub -l wrap -d 'Run CMD with /bin/sh instead of a script' -r
+complete -c flexsub -l train -d '--model is trained (gradients, optimizer state)'
+complete -c flexsub -l infer -d '--model only runs inference (KV cache)'
+complete -c flexsub -l parsable -d 'Print only the job id'
+complete -c flexsub -l test-only -d 'Print where and when the job would start; queue nothing'
+complete -c flexsub -l estimate-only -d 'Print the --model memory estimate and what it needs on this host; queue nothing'
+complete -c flexsub -l json -d 'With --test-only: print JSON'
+complete -c flexsub -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c flexsub -s V -l version -d 'Print version'
