@@ -67,6 +67,8 @@ pub struct Daemon {
     topology: String,
     child: Option<Child>,
     starts: u32,
+    /// Extra environment for flexd, set after the harness's own.
+    env: Vec<(String, String)>,
 }
 
 impl Daemon {
@@ -79,6 +81,12 @@ impl Daemon {
     /// Like [`Daemon::start`], with extra lines for the daemon's config file (`policy =
     /// "fifo"`, `[limits]` tables, ...). They are appended to the harness's own settings.
     pub fn start_with(topology: &str, config: &str) -> Daemon {
+        Self::start_env(topology, config, &[])
+    }
+
+    /// Like [`Daemon::start_with`], with extra environment variables for flexd; they win over
+    /// the harness's own (`("FLEX_LOG", "trace")` logs everything).
+    pub fn start_env(topology: &str, config: &str, env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("flexd-e2e-")
             .tempdir()
@@ -93,6 +101,10 @@ impl Daemon {
             topology: topology.to_string(),
             child: None,
             starts: 0,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         d.spawn();
         d
@@ -121,6 +133,7 @@ impl Daemon {
             .env_remove("FLEX_SOCKET")
             .env_remove("FLEX_CONFIG")
             .env("FLEX_LOG", "flexd=debug")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("dup the log"))
             .stderr(log)
