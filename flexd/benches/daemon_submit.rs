@@ -8,8 +8,9 @@
 //!    job holding every leaf keeps them all pending (so the queue grows and scheduling passes
 //!    run over it as they would in production).
 //!
-//! `cargo bench -p flexd --bench daemon_submit`; FLEX_BENCH_LATENCY_N (default 200),
-//! FLEX_BENCH_CLIENTS (default 64) and FLEX_BENCH_JOBS (default 60000) change the sizes.
+//! `cargo bench -p flexd --bench daemon_submit`; FLEX_BENCH_LATENCY_N (default 200, 0 skips
+//! it), FLEX_BENCH_CLIENTS (default 64) and FLEX_BENCH_JOBS (default 60000) change the sizes;
+//! FLEX_LOG is passed to flexd, whose log goes to FLEX_BENCH_DAEMON_LOG when set.
 
 use flexsub::proto::{self, Hello, JobSpec, JobState, QueueFilter, Request, Response};
 use gres_plugin::{JobId, Request as ResourceRequest};
@@ -52,7 +53,9 @@ fn start_daemon() -> Daemon {
     )
     .unwrap();
     let socket = dir.path().join("flexd.sock");
-    let log = std::fs::File::create(dir.path().join("flexd.log")).unwrap();
+    let log_path = std::env::var_os("FLEX_BENCH_DAEMON_LOG")
+        .map_or_else(|| dir.path().join("flexd.log"), PathBuf::from);
+    let log = std::fs::File::create(log_path).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_flexd"))
         .arg("--config")
         .arg(&config)
@@ -63,7 +66,10 @@ fn start_daemon() -> Daemon {
         .arg("--topology")
         .arg("a100-40gb-x2.toml")
         .arg("--force-topology")
-        .env("FLEX_LOG", "warn")
+        .env(
+            "FLEX_LOG",
+            std::env::var("FLEX_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdin(Stdio::null())
         .stderr(log)
         .spawn()
@@ -260,7 +266,10 @@ fn main() {
         "machine: {} CPUs",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    latency(env_usize("FLEX_BENCH_LATENCY_N", 200));
+    let n = env_usize("FLEX_BENCH_LATENCY_N", 200);
+    if n > 0 {
+        latency(n);
+    }
     throughput(
         env_usize("FLEX_BENCH_CLIENTS", 64),
         env_usize("FLEX_BENCH_JOBS", 60_000),

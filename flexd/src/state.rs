@@ -10,7 +10,7 @@ use crate::config::Settings;
 use crate::exec::affinity::CpuMap;
 use crate::exec::files::StatusFile;
 use crate::exec::launch::Launch;
-use crate::sched::{self, Allocation, Cluster, Model, PendingJob, Reason, RunningJob};
+use crate::sched::{self, Allocation, Cluster, Decisions, Model, PendingJob, Reason, RunningJob};
 use crate::store::writer::{End, Op};
 use crate::store::{JobRow, NewJob, StoredAlloc};
 use flexsub::proto::{JobState, JobView};
@@ -42,34 +42,10 @@ pub enum Effect {
 #[derive(Clone, Debug)]
 pub struct Job {
     pub row: JobRow,
-    pub estimated_start: Option<u64>,
     /// The scheduler's form of `row.alloc` while it runs.
     pub alloc: Option<Allocation>,
     /// Someone asked to cancel it before its supervisor was known.
     pub cancel_pending: Option<u32>,
-}
-
-impl Job {
-    pub fn view(&self) -> JobView {
-        let r = &self.row;
-        JobView {
-            id: r.id,
-            name: r.name.clone(),
-            user: r.user.clone(),
-            uid: r.uid,
-            account: r.account.clone(),
-            state: r.state,
-            submit_time: r.submit_time,
-            start_time: r.start_time,
-            end_time: r.end_time,
-            request: r.request.clone(),
-            alloc: r.alloc.as_ref().map(StoredAlloc::view),
-            reason: r.reason.clone(),
-            estimated_start: self.estimated_start,
-            exit_code: r.exit_code,
-            signal: r.signal,
-        }
-    }
 }
 
 /// How a job ended, from its status file or flexd's own judgement.
@@ -108,7 +84,10 @@ pub enum Found {
 pub struct State {
     pub cluster: Cluster,
     jobs: BTreeMap<JobId, Job>,
-    pending: BTreeSet<JobId>,
+    /// The queue as the core takes it, by id.
+    pending: BTreeMap<JobId, PendingJob>,
+    /// What the last pass said about each job it left waiting, by id.
+    waiting: Vec<sched::Pending>,
     running: BTreeSet<JobId>,
     /// Pending and running jobs per uid, plus submissions on their way to the database.
     queued: HashMap<u32, u32>,
@@ -133,7 +112,8 @@ impl State {
         State {
             cluster,
             jobs: BTreeMap::new(),
-            pending: BTreeSet::new(),
+            pending: BTreeMap::new(),
+            waiting: Vec::new(),
             running: BTreeSet::new(),
             queued: HashMap::new(),
             in_flight: 0,
@@ -255,13 +235,12 @@ impl State {
         };
         let mut job = Job {
             row,
-            estimated_start: None,
             alloc: None,
             cancel_pending: None,
         };
         match j.start {
             None => {
-                self.pending.insert(id);
+                self.pending.insert(id, pending_job(&job));
                 self.jobs.insert(id, job);
                 self.dirty = true;
             }
@@ -296,14 +275,13 @@ impl State {
             let state = row.state;
             let mut job = Job {
                 row,
-                estimated_start: None,
                 alloc: None,
                 cancel_pending: None,
             };
             match state {
                 JobState::Pending => {
                     *self.queued.entry(job.row.uid).or_insert(0) += 1;
-                    self.pending.insert(id);
+                    self.pending.insert(id, pending_job(&job));
                     self.jobs.insert(id, job);
                 }
                 JobState::Running => {
@@ -365,39 +343,57 @@ impl State {
         self.dirty = true;
     }
 
-    /// One scheduling pass: start what the core decides, keep each pending job's reason and
-    /// estimated start, fail what no host can run.
+    /// One scheduling pass under the caller's lock (tests, and callers without one).
     pub fn schedule(&mut self, s: &Settings, now: u64) -> usize {
-        let queue: Vec<PendingJob> = self
-            .pending
-            .iter()
-            .map(|id| pending_job(&self.jobs[id]))
-            .collect();
-        if queue.is_empty() {
-            return 0;
+        match self.plan(now) {
+            Some(p) => {
+                let d = p.decide(&s.policy);
+                self.apply(s, d, now)
+            }
+            None => 0,
         }
-        let running = self.running_for_core(now);
-        let d = sched::schedule(&self.cluster, &queue, &running, now, &s.policy);
-        let started = d.starts.len();
+    }
+
+    /// The input of a pass, so the core can run without the lock; None with an empty queue.
+    pub fn plan(&self, now: u64) -> Option<Plan> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        Some(Plan {
+            cluster: self.cluster.clone(),
+            queue: self.queue_with(None),
+            running: self.running_for_core(now),
+            now,
+        })
+    }
+
+    /// Carry out what the core decided on a plan: start what it starts (unless the job left
+    /// the queue or its resources were taken since the plan: then another pass follows), keep
+    /// each pending job's reason and estimated start, fail what no host can run.
+    pub fn apply(&mut self, s: &Settings, d: Decisions<Allocation>, now: u64) -> usize {
+        let mut started = 0;
         for st in d.starts {
-            self.start(s, st.job, st.placement, now);
-        }
-        for p in d.pending {
-            if let Reason::Unsatisfiable(why) = &p.reason {
-                self.end_pending(
-                    p.job,
-                    JobState::Failed,
-                    now,
-                    Some(format!("Unsatisfiable: {why}")),
-                    None,
-                );
+            if !self.pending.contains_key(&st.job)
+                || self.cluster.try_occupy(&st.placement).is_err()
+            {
+                self.dirty = true;
                 continue;
             }
-            if let Some(j) = self.jobs.get_mut(&p.job) {
-                j.row.reason = Some(p.reason.to_string());
-                j.estimated_start = p.estimated_start;
+            self.start(s, st.job, st.placement, now);
+            started += 1;
+        }
+        let mut waiting = d.pending;
+        for p in &waiting {
+            if let Reason::Unsatisfiable(why) = &p.reason {
+                if self.pending.contains_key(&p.job) {
+                    let why = format!("Unsatisfiable: {why}");
+                    self.end_pending(p.job, JobState::Failed, now, Some(why), None);
+                }
             }
         }
+        // Kept whole and looked up by id when a view asks: no per-job work per pass.
+        waiting.sort_unstable_by_key(|p| p.job);
+        self.waiting = waiting;
         started
     }
 
@@ -432,8 +428,8 @@ impl State {
         }
     }
 
+    /// Start a pending job on `alloc`, which the caller has occupied.
     fn start(&mut self, s: &Settings, id: JobId, alloc: Allocation, now: u64) {
-        self.cluster.occupy(&alloc);
         let stored = StoredAlloc::new(&alloc, self.cluster.host(alloc.host));
         let limit = self.jobs[&id].row.request.time_limit_s;
         let launch = self.launch(s, id, &alloc, limit);
@@ -442,7 +438,6 @@ impl State {
         j.row.start_time = Some(now);
         j.row.reason = None;
         j.row.alloc = Some(stored.clone());
-        j.estimated_start = None;
         j.alloc = Some(alloc);
         self.pending.remove(&id);
         self.running.insert(id);
@@ -473,7 +468,6 @@ impl State {
         j.row.state = to;
         j.row.end_time = Some(now);
         j.row.reason = reason.clone();
-        j.estimated_start = None;
         let uid = j.row.uid;
         self.unreserve(uid);
         self.outbox.push(Effect::Write(Op::End(End {
@@ -585,11 +579,43 @@ impl State {
 
     /// The queue as the core sees it, with `extra` appended (for --test-only).
     pub fn queue_with(&self, extra: Option<PendingJob>) -> Vec<PendingJob> {
-        self.pending
-            .iter()
-            .map(|id| pending_job(&self.jobs[id]))
-            .chain(extra)
-            .collect()
+        let mut q = Vec::with_capacity(self.pending.len() + 1);
+        q.extend(self.pending.values().cloned());
+        q.extend(extra);
+        q
+    }
+
+    /// A job as flexq shows it; a pending job with what the last pass said about it.
+    pub fn view(&self, j: &Job) -> JobView {
+        let r = &j.row;
+        let waiting = (r.state == JobState::Pending)
+            .then(|| {
+                self.waiting
+                    .binary_search_by_key(&r.id, |p| p.job)
+                    .ok()
+                    .map(|i| &self.waiting[i])
+            })
+            .flatten();
+        JobView {
+            id: r.id,
+            name: r.name.clone(),
+            user: r.user.clone(),
+            uid: r.uid,
+            account: r.account.clone(),
+            state: r.state,
+            submit_time: r.submit_time,
+            start_time: r.start_time,
+            end_time: r.end_time,
+            request: r.request.clone(),
+            alloc: r.alloc.as_ref().map(StoredAlloc::view),
+            reason: match waiting {
+                Some(w) => Some(w.reason.to_string()),
+                None => r.reason.clone(),
+            },
+            estimated_start: waiting.and_then(|w| w.estimated_start),
+            exit_code: r.exit_code,
+            signal: r.signal,
+        }
     }
 
     pub fn running_for_core(&self, now: u64) -> Vec<RunningJob<Allocation>> {
@@ -623,6 +649,21 @@ impl State {
 
     pub fn cpus(&self) -> &CpuMap {
         &self.cpus
+    }
+}
+
+/// A pass's input, taken from the state under its lock.
+pub struct Plan {
+    pub cluster: Cluster,
+    pub queue: Vec<PendingJob>,
+    pub running: Vec<RunningJob<Allocation>>,
+    pub now: u64,
+}
+
+impl Plan {
+    /// Run the scheduler core on it.
+    pub fn decide(&self, policy: &sched::Policy) -> Decisions<Allocation> {
+        sched::schedule(&self.cluster, &self.queue, &self.running, self.now, policy)
     }
 }
 

@@ -238,7 +238,7 @@ pub fn queue(st: &State, f: &QueueFilter) -> Response {
                     || f.jobs.contains(&r.id)
                     || f.states.contains(&r.state))
         })
-        .map(|j| j.view())
+        .map(|j| st.view(j))
         .collect();
     Response::Queue(views)
 }

@@ -387,13 +387,26 @@ pub async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>)
             });
         }
         let t0 = Instant::now();
-        let started = shared.with_core(|c| {
+        // The core runs on a copy, off the lock and off the runtime's workers, so clients are
+        // served while it thinks; its decisions are checked again when they are applied.
+        let plan = shared.with_core(|c| {
             c.state.take_dirty();
-            c.state.schedule(&c.settings, unix_now())
+            c.state.plan(unix_now()).map(|p| (p, c.settings.policy))
         });
+        let started = match plan {
+            None => 0,
+            Some((plan, policy)) => {
+                let now = plan.now;
+                let Ok(d) = tokio::task::spawn_blocking(move || plan.decide(&policy)).await else {
+                    tracing::error!("the scheduling pass panicked");
+                    continue;
+                };
+                shared.with_core(|c| c.state.apply(&c.settings, d, now))
+            }
+        };
         let took = t0.elapsed();
         shared.metrics.sched_pass(took);
-        if started > 0 {
+        if started > 0 || took > Duration::from_millis(5) {
             tracing::debug!("scheduling pass started {started} jobs in {took:?}");
         }
         // A long queue makes long passes: leave as much time to the clients as a pass took.

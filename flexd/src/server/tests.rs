@@ -88,7 +88,7 @@ fn error(r: Response) -> (ErrorKind, String) {
 }
 
 fn view(st: &State, id: JobId) -> flexsub::proto::JobView {
-    st.job(id).unwrap().view()
+    st.view(st.job(id).unwrap())
 }
 
 #[test]
