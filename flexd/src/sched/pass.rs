@@ -23,56 +23,69 @@ pub fn schedule<M: Model>(
         reservation: None,
         pending: Vec::with_capacity(order.len()),
     };
-    // Resources held past now: running jobs plus the ones this pass starts.
-    let mut ends: Vec<(Time, M::Placement)> = running
+    // Resources held past now, by index: below `running.len()` a running job, above it a job
+    // this pass starts (borrowed, not copied: a pass over thousands of running jobs stays cheap).
+    let mut ends: Vec<(Time, usize)> = running
         .iter()
-        .map(|r| (r.expected_end.max(now), r.placement.clone()))
+        .enumerate()
+        .map(|(i, r)| (r.expected_end.max(now), i))
         .collect();
 
     let mut jobs = order.into_iter();
     // Start jobs in order until one does not fit: that one is the head.
-    let head = loop {
+    let (head, reservation) = loop {
         let Some(job) = jobs.next() else {
             return out;
         };
         if let Some(p) = state.place(job) {
             state.occupy(&p);
-            ends.push((now + job.request.time_limit_s, p.clone()));
+            ends.push((
+                now + job.request.time_limit_s,
+                running.len() + out.starts.len(),
+            ));
             out.starts.push(Start {
                 job: job.id,
                 placement: p,
             });
             continue;
         }
-        match reserve(&state, job, &mut ends, now) {
-            Some(shadow) => break (job, shadow),
-            None => out.pending.push(Pending {
+        let held = |i: usize| match i.checked_sub(running.len()) {
+            None => &running[i].placement,
+            Some(k) => &out.starts[k].placement,
+        };
+        if let Some(r) = reserve(&state, job, &mut ends, now, held) {
+            break (job, Some(r));
+        }
+        match state.admit(job) {
+            // Fits idle hardware but not even after every known job ends (the model holds
+            // something the pass was not told about): it blocks, with no reservation.
+            Ok(()) => break (job, None),
+            Err(why) => out.pending.push(Pending {
                 job: job.id,
-                reason: Reason::Unsatisfiable(
-                    state
-                        .admit(job)
-                        .err()
-                        .unwrap_or_else(|| "it does not fit even on idle hardware".into()),
-                ),
+                reason: Reason::Unsatisfiable(why),
                 estimated_start: None,
             }),
         }
     };
-    let (head, (shadow_time, mut shadow)) = head;
-    out.reservation = Some(Reservation {
-        job: head.id,
-        start: shadow_time,
-    });
     out.pending.push(Pending {
         job: head.id,
         reason: Reason::Resources,
-        estimated_start: Some(shadow_time),
+        estimated_start: reservation.as_ref().map(|(t, _)| *t),
     });
-
-    let window = match policy.kind {
-        PolicyKind::Fifo => 0,
-        PolicyKind::Backfill if policy.window == 0 => usize::MAX,
-        PolicyKind::Backfill => policy.window,
+    let window = match (policy.kind, &reservation) {
+        (PolicyKind::Fifo, _) | (_, None) => 0,
+        (PolicyKind::Backfill, _) if policy.window == 0 => usize::MAX,
+        (PolicyKind::Backfill, _) => policy.window,
+    };
+    let (shadow_time, mut shadow) = match reservation {
+        Some((t, shadow)) => {
+            out.reservation = Some(Reservation {
+                job: head.id,
+                start: t,
+            });
+            (t, Some(shadow))
+        }
+        None => (Time::MAX, None),
     };
     for (examined, job) in jobs.enumerate() {
         if examined >= window {
@@ -83,6 +96,9 @@ pub fn schedule<M: Model>(
             });
             continue;
         }
+        let shadow = shadow
+            .as_mut()
+            .expect("a backfill window implies a reservation");
         let reason = match state.place(job) {
             None => Reason::Resources,
             Some(p) => {
@@ -117,26 +133,28 @@ pub fn schedule<M: Model>(
     out
 }
 
-/// The head's earliest start, from running jobs' expected ends, and the free state at that
-/// time; None when it would not fit even with every running job gone.
-fn reserve<M: Model>(
+/// The head's earliest start, from the expected ends of the jobs holding resources (`held`
+/// resolves an index of `ends` to its placement), and the free state at that time; None when
+/// it would not fit even with every one of them gone.
+fn reserve<'a, M: Model + 'a>(
     state: &M,
     head: &PendingJob,
-    ends: &mut [(Time, M::Placement)],
+    ends: &mut [(Time, usize)],
     now: Time,
+    held: impl Fn(usize) -> &'a M::Placement,
 ) -> Option<(Time, M)> {
-    ends.sort_by_key(|(t, _)| *t);
+    ends.sort_unstable();
     let mut shadow = state.clone();
     let mut i = 0;
     while i < ends.len() {
-        let (t, p) = &ends[i];
-        shadow.release(p);
+        let (t, k) = ends[i];
+        shadow.release(held(k));
         i += 1;
-        if shadow.place_after_release(head, p).is_some() {
-            let at = (*t).max(now);
+        if shadow.place_after_release(head, held(k)).is_some() {
+            let at = t.max(now);
             // Everything that ends at the same moment is free at the reservation too.
             while i < ends.len() && ends[i].0 <= at {
-                shadow.release(&ends[i].1);
+                shadow.release(held(ends[i].1));
                 i += 1;
             }
             return Some((at, shadow));

@@ -277,6 +277,10 @@ pub(crate) fn place(
     Some((units, cores))
 }
 
+/// How a subtree's set of leaves ranks, best first: leaves needed, most leaves on one GPU,
+/// leaves of the non-preferred type, access cost (best fit breaks the remaining ties).
+type LeafKey = (u32, usize, usize, u32);
+
 /// MIG leaves: the smallest set on one subtree, spread round-robin over its GPUs.
 fn place_leaves(h: &HostState, req: &Request) -> Option<Vec<Unit>> {
     let m = &h.model;
@@ -325,8 +329,7 @@ fn place_leaves(h: &HostState, req: &Request) -> Option<Vec<Unit>> {
     }
     let slice = |g: u32| &flat[at[g as usize]..at[g as usize + 1]];
 
-    // (n, spread, non-preferred, cost), the subtree, the leaves.
-    let mut best: Option<((u32, usize, usize, u32), NodeId, Vec<LeafId>)> = None;
+    let mut best: Option<(LeafKey, NodeId, Vec<LeafId>)> = None;
     for &r in &h.stat.roots {
         let node = h.stat.tree.node(r);
         let gpus = &node.gpus;

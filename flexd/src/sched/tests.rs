@@ -587,3 +587,17 @@ fn estimates_follow_the_queue_forward() {
     estimate_starts(&c, &q, &running, 0, &mut d, 1);
     assert_eq!(d.pending[1].estimated_start, None);
 }
+
+#[test]
+fn a_head_without_a_reservation_blocks_but_is_not_failed() {
+    // the model holds leaves of a job the pass is not told about (a reconfiguring GPU in a
+    // simulator model, say): the head fits idle hardware but gets no reservation
+    let mut c = cluster(&["a100-40gb-x2"]);
+    place_and_take(&mut c, &job(100, 2));
+    let d = schedule(&c, &[job(1, 14), job(2, 1)], &[], 0, &Policy::backfill(14));
+    assert!(d.starts.is_empty());
+    assert_eq!(d.reservation, None);
+    assert_eq!(d.pending[0].reason, Reason::Resources);
+    assert_eq!(d.pending[0].estimated_start, None);
+    assert_eq!(d.pending[1].reason, Reason::Priority);
+}
