@@ -409,9 +409,10 @@ pub async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>)
         if started > 0 || took > Duration::from_millis(5) {
             tracing::debug!("scheduling pass started {started} jobs in {took:?}");
         }
-        // A long queue makes long passes: leave as much time to the clients as a pass took.
+        // A long queue makes long passes: leave the clients twice the time a pass took, so
+        // passes over a long queue take at most a third of a core.
         if took > Duration::from_millis(2) {
-            tokio::time::sleep(took).await;
+            tokio::time::sleep(2 * took).await;
         }
     }
 }
