@@ -128,6 +128,13 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
     if let Some(n) = note {
         tracing::warn!("{n}");
     }
+    match crate::exec::cgroup::probe() {
+        Ok(base) => tracing::info!("each job gets its own cgroup under {}", base.display()),
+        Err(why) => tracing::warn!(
+            "jobs are held by their process group only ({why}): a process that leaves it \
+             (setsid) outlives its job"
+        ),
+    }
     let cluster = Cluster::new(
         vec![found.host],
         ClusterConfig {

@@ -23,6 +23,10 @@ pub struct RunFile {
     /// The job's process group (the pid of its first process); None until it is started.
     pub job_pgid: Option<i32>,
     pub uid: u32,
+    /// The job's own cgroup (see [`super::cgroup`]); None when it is held by its process group
+    /// only. Older run files have no such field.
+    #[serde(default)]
+    pub cgroup: Option<std::path::PathBuf>,
 }
 
 /// Written by the supervisor when the job ends.

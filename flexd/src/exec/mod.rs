@@ -9,8 +9,10 @@
 //! - [`supervisor`]: the supervisor process.
 //! - [`files`]: the run and status files between them.
 //! - [`affinity`]: model cores to real CPUs.
+//! - [`cgroup`]: a cgroup v2 per job where the host allows it, so nothing the job forks escapes.
 
 pub mod affinity;
+pub mod cgroup;
 pub mod files;
 pub mod launch;
 pub mod supervisor;

@@ -13,6 +13,7 @@
 //!
 //! It must stay single-threaded until the job is spawned: it forks.
 
+use super::cgroup::{self, JobCgroup};
 use super::files::{write_atomic, RunFile, StatusFile};
 use super::{interpreter, LaunchSpec};
 use crate::paths::{run_file, status_file};
@@ -31,6 +32,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How long the end of a job waits for its cgroup to empty before removing it.
+const CGROUP_DRAIN: Duration = Duration::from_secs(10);
 
 /// The `supervise` subcommand; returns the process exit code.
 pub fn main(job: u64, run_dir: &Path) -> i32 {
@@ -123,12 +127,13 @@ fn ended(spec: &LaunchSpec, state: JobState, note: Option<String>) -> StatusFile
     }
 }
 
-fn write_run(run_dir: &Path, spec: &LaunchSpec, pgid: Option<i32>) {
+fn write_run(run_dir: &Path, spec: &LaunchSpec, pgid: Option<i32>, cg: Option<&JobCgroup>) {
     let run = RunFile {
         job: spec.job,
         supervisor_pid: std::process::id(),
         job_pgid: pgid,
         uid: spec.uid,
+        cgroup: cg.map(|c| c.path.clone()),
     };
     let body = serde_json::to_vec(&run).expect("run file serializes");
     let _ = write_atomic(&run_file(run_dir, JobId(spec.job)), &body, false);
@@ -156,23 +161,38 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path) -> StatusFile {
         );
     }
     let _ = nix::sys::signal::SigSet::from(Signal::SIGTERM).thread_unblock();
-    write_run(run_dir, spec, None);
+    // flexd has said once at its start why jobs have no cgroup when they cannot have one.
+    let cg = cgroup::probe()
+        .ok()
+        .and_then(|base| JobCgroup::create(&base, spec.job, std::process::id()).ok());
+    let remove_cg = |cg: Option<&JobCgroup>| {
+        if let Some(c) = cg {
+            c.kill_and_remove(CGROUP_DRAIN);
+        }
+    };
+    write_run(run_dir, spec, None, cg.as_ref());
     if term.load(Ordering::SeqCst) {
+        remove_cg(cg.as_ref());
         return ended(
             spec,
             JobState::Cancelled,
             Some("cancelled before it started".into()),
         );
     }
-    let mut child = match spawn_job(spec) {
+    let mut child = match spawn_job(spec, cg.as_ref()) {
         Ok(c) => c,
-        Err(note) => return ended(spec, JobState::Failed, Some(note)),
+        Err(note) => {
+            remove_cg(cg.as_ref());
+            return ended(spec, JobState::Failed, Some(note));
+        }
     };
     let pgid = child.id() as i32;
-    write_run(run_dir, spec, Some(pgid));
-    let (state, status) = watch(spec, &mut child, &term, &wake.0);
-    // Whatever the first process left behind in its group goes with it.
+    write_run(run_dir, spec, Some(pgid), cg.as_ref());
+    let (state, status) = watch(spec, &mut child, cg.as_ref(), &term, &wake.0);
+    // Whatever the first process left behind goes with it: its group, and with a cgroup also
+    // what left the group (setsid, daemons).
     let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    remove_cg(cg.as_ref());
     let state = state.unwrap_or(if status.code() == Some(0) {
         JobState::Completed
     } else {
@@ -192,6 +212,7 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path) -> StatusFile {
 fn watch(
     spec: &LaunchSpec,
     child: &mut Child,
+    cg: Option<&JobCgroup>,
     term: &AtomicBool,
     wake: &UnixStream,
 ) -> (Option<JobState>, std::process::ExitStatus) {
@@ -217,12 +238,18 @@ fn watch(
             };
             if let Some(s) = why {
                 let _ = killpg(group, Signal::SIGTERM);
+                if let Some(c) = cg {
+                    c.signal(Signal::SIGTERM);
+                }
                 ending = Some((s, now + grace));
             }
         }
         if let Some((_, at)) = ending {
             if !killed && now >= at {
                 let _ = killpg(group, Signal::SIGKILL);
+                if let Some(c) = cg {
+                    c.kill_all();
+                }
                 killed = true;
             }
         }
@@ -247,7 +274,7 @@ fn watch(
 
 /// Start the job's first process: the script's interpreter on a memfd copy of the script, in a
 /// new process group, as the user.
-fn spawn_job(spec: &LaunchSpec) -> Result<Child, String> {
+fn spawn_job(spec: &LaunchSpec, cg: Option<&JobCgroup>) -> Result<Child, String> {
     let memfd =
         nix::sys::memfd::memfd_create(c"flex-job-script", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
             .map_err(|e| format!("memfd_create: {e}"))?;
@@ -288,6 +315,9 @@ fn spawn_job(spec: &LaunchSpec) -> Result<Child, String> {
         .as_ref()
         .map(|p| cstr(p.as_bytes(), "the error path"))
         .transpose()?;
+    let cgroup_procs = cg
+        .map(|c| cstr(c.procs_file().as_os_str().as_bytes(), "the cgroup path"))
+        .transpose()?;
     let cpus = (!spec.cpus.is_empty()).then(|| {
         let mut set = nix::sched::CpuSet::new();
         for &c in &spec.cpus {
@@ -308,6 +338,7 @@ fn spawn_job(spec: &LaunchSpec) -> Result<Child, String> {
         cpus,
         script_fd,
         err_w,
+        cgroup_procs,
     };
     // SAFETY: the closure runs in the forked child of this single-threaded process; it only
     // makes system calls and formats an error message before exec.
@@ -345,6 +376,8 @@ struct ChildSetup {
     cpus: Option<nix::sched::CpuSet>,
     script_fd: i32,
     err_w: OwnedFd,
+    /// The job's cgroup.procs: joined first, while still privileged.
+    cgroup_procs: Option<CString>,
 }
 
 impl ChildSetup {
@@ -356,6 +389,9 @@ impl ChildSetup {
 
     fn run(&self) -> std::io::Result<()> {
         use nix::errno::Errno;
+        if let Some(procs) = &self.cgroup_procs {
+            self.join_cgroup(procs)?;
+        }
         if let Some(groups) = &self.groups {
             nix::unistd::setgroups(groups).map_err(|e| self.fail("setgroups".into(), e))?;
             nix::unistd::setgid(self.gid)
@@ -396,6 +432,26 @@ impl ChildSetup {
 }
 
 impl ChildSetup {
+    /// Move this process into the job's cgroup (writing "0" to its cgroup.procs).
+    fn join_cgroup(&self, procs: &CString) -> std::io::Result<()> {
+        use nix::errno::Errno;
+        let what = || format!("cannot join the job's cgroup {}", procs.to_string_lossy());
+        // SAFETY: a valid NUL-terminated path.
+        let fd = unsafe { libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(self.fail(what(), Errno::last()));
+        }
+        // SAFETY: fd is open; the buffer is one valid byte.
+        let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
+        let err = Errno::last();
+        // SAFETY: fd is ours and no longer needed.
+        unsafe { libc::close(fd) };
+        if n != 1 {
+            return Err(self.fail(what(), err));
+        }
+        Ok(())
+    }
+
     /// Create an output file as the user (never through a symlink) onto descriptor `target`.
     fn redirect(&self, path: &CString, target: i32) -> std::io::Result<()> {
         use nix::errno::Errno;

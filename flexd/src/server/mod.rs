@@ -464,5 +464,16 @@ pub fn kill_leftovers(run_dir: &std::path::Path, job: JobId) {
                 tracing::warn!("job {job}: killed {n} processes left without a supervisor");
             }
         }
+        // What left the group is still in the job's cgroup.
+        let cgroup = run.cgroup.as_deref();
+        if let Some(cg) = cgroup.and_then(crate::exec::cgroup::JobCgroup::existing) {
+            let n = cg.pids().len();
+            if n > 0 {
+                tracing::warn!("job {job}: killing {n} processes left in its cgroup");
+            }
+            if !cg.kill_and_remove(Duration::from_secs(2)) {
+                tracing::warn!("job {job}: cannot remove its cgroup {}", cg.path.display());
+            }
+        }
     }
 }
