@@ -69,6 +69,8 @@ pub struct Daemon {
     starts: u32,
     /// Extra environment for flexd, set after the harness's own.
     env: Vec<(String, String)>,
+    /// Run flexd as this uid and gid instead of the test's own.
+    user: Option<(u32, u32)>,
 }
 
 impl Daemon {
@@ -105,6 +107,32 @@ impl Daemon {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            user: None,
+        };
+        d.spawn();
+        d
+    }
+
+    /// Start flexd as another (non-root) user: the temporary directory becomes theirs so flexd
+    /// can create its state and socket there. Needs root.
+    pub fn start_as(topology: &str, config: &str, uid: u32, gid: u32) -> Daemon {
+        let dir = tempfile::Builder::new()
+            .prefix("flexd-e2e-")
+            .tempdir()
+            .expect("temporary directory");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod the temporary directory");
+        std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))
+            .expect("chown the temporary directory");
+        let text = format!("kill_grace = \"2s\"\n{config}\n");
+        std::fs::write(dir.path().join("flexd.toml"), text).expect("write flexd.toml");
+        let mut d = Daemon {
+            dir,
+            topology: topology.to_string(),
+            child: None,
+            starts: 0,
+            env: Vec::new(),
+            user: Some((uid, gid)),
         };
         d.spawn();
         d
@@ -118,7 +146,12 @@ impl Daemon {
             .append(true)
             .open(self.log_path())
             .expect("open the daemon log");
-        let child = Command::new(bin("flexd"))
+        let mut cmd = Command::new(bin("flexd"));
+        if let Some((uid, gid)) = self.user {
+            std::os::unix::process::CommandExt::uid(&mut cmd, uid);
+            std::os::unix::process::CommandExt::gid(&mut cmd, gid);
+        }
+        let child = cmd
             .arg("--config")
             .arg(self.config_path())
             .arg("--socket")

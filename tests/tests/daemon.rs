@@ -556,3 +556,44 @@ fn output_files_are_never_written_through_a_planted_symlink() {
     );
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched");
 }
+
+#[test]
+fn a_non_root_flexd_runs_jobs_for_its_own_user_only() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root to start flexd as another user");
+        return;
+    }
+    let d = Daemon::start_as(A100, "", NOBODY, NOBODY);
+    let w = d.scratch("own-user");
+    // Root is another user to this flexd: refused.
+    let (kind, msg) = daemon_error(
+        d.client()
+            .submit(script_job("true\n", &w))
+            .map(|_| Response::Pong),
+    );
+    assert_eq!(kind, ErrorKind::PermissionDenied);
+    assert!(
+        msg.contains(&format!("flexd runs as uid {NOBODY}")),
+        "{msg}"
+    );
+    // Its own user's job runs, without any change of user.
+    let job = match d.request_as(
+        NOBODY,
+        NOBODY,
+        &Request::Submit(script_job("#!/bin/sh\nid -u > uid\nexec sleep 300\n", &w)),
+    ) {
+        Response::Submitted { job } => job,
+        r => panic!("{r:?}"),
+    };
+    wait_for("the job's uid", || {
+        let t = std::fs::read_to_string(w.join("uid")).ok()?;
+        t.ends_with('\n').then_some(t)
+    });
+    assert_eq!(
+        std::fs::read_to_string(w.join("uid")).unwrap(),
+        format!("{NOBODY}\n")
+    );
+    // Root may still cancel it; flexd signals its own supervisor.
+    d.client().cancel(vec![job], None).unwrap();
+    assert_eq!(d.wait_finished(job).state, JobState::Cancelled);
+}
