@@ -1,0 +1,104 @@
+//! Taking over from a flexd that stopped: its jobs come back from the database; running ones
+//! are re-adopted, ended from their status file, or failed as NODE_FAIL.
+
+use super::{node_fail, pending_job, Job, Outcome, State};
+use crate::exec::files::StatusFile;
+use crate::store::JobRow;
+use flexsub::proto::JobState;
+
+/// What recovery finds about a job that was running when flexd stopped.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Found {
+    /// Its supervisor wrote how it ended.
+    Ended(StatusFile),
+    /// Its supervisor still runs.
+    Alive(u32),
+    /// Neither: the supervisor is gone without a status file.
+    Gone,
+}
+
+impl State {
+    /// Load the jobs of the database after a restart. Running jobs are re-adopted when their
+    /// supervisor still runs (their allocation re-occupied, never twice), ended from their
+    /// status file when it wrote one, and NODE_FAIL otherwise. `find` looks for both;
+    /// `gone` is told about each NODE_FAIL (to kill what is left of the job).
+    pub fn recover(
+        &mut self,
+        rows: Vec<JobRow>,
+        now: u64,
+        mut find: impl FnMut(&JobRow) -> Found,
+        mut gone: impl FnMut(&JobRow),
+    ) {
+        for row in rows {
+            let id = row.id;
+            let state = row.state;
+            let mut job = Job {
+                row,
+                alloc: None,
+                cancel_pending: None,
+            };
+            match state {
+                JobState::Pending => {
+                    *self.queued.entry(job.row.uid).or_insert(0) += 1;
+                    self.pending.insert(id, pending_job(&job));
+                    self.jobs.insert(id, job);
+                }
+                JobState::Running => {
+                    *self.queued.entry(job.row.uid).or_insert(0) += 1;
+                    let found = find(&job.row);
+                    let adopted = match (&found, &job.row.alloc) {
+                        (Found::Alive(pid), Some(a)) => {
+                            let exists = self.cluster.hosts().any(|(h, _)| h == a.host_id());
+                            let checked = if exists {
+                                a.to_alloc(self.cluster.host(a.host_id()))
+                            } else {
+                                Err(format!("host {} does not exist", a.host_id()))
+                            };
+                            checked.and_then(|al| {
+                                self.cluster.try_occupy(&al)?;
+                                Ok((al, *pid))
+                            })
+                        }
+                        (Found::Alive(_), None) => Err("it has no allocation".to_string()),
+                        _ => Err(String::new()),
+                    };
+                    self.running.insert(id);
+                    match adopted {
+                        Ok((al, pid)) => {
+                            tracing::info!("job {id}: re-adopted, supervisor pid {pid}");
+                            job.alloc = Some(al);
+                            job.row.supervisor_pid = Some(pid);
+                            self.jobs.insert(id, job);
+                        }
+                        Err(why) => {
+                            self.jobs.insert(id, job);
+                            let outcome = match found {
+                                Found::Ended(s) => Outcome::from(&s),
+                                Found::Alive(pid) => {
+                                    tracing::error!(
+                                        "job {id}: its allocation cannot be re-adopted ({why}); \
+                                         ending it"
+                                    );
+                                    let _ = self.signaller.supervisor(pid, libc::SIGTERM);
+                                    node_fail(now, format!("allocation lost on restart: {why}"))
+                                }
+                                Found::Gone => {
+                                    gone(&self.jobs[&id].row);
+                                    node_fail(
+                                        now,
+                                        "its supervisor is gone without recording an end".into(),
+                                    )
+                                }
+                            };
+                            self.finish(id, outcome);
+                        }
+                    }
+                }
+                _ => {
+                    self.jobs.insert(id, job);
+                }
+            }
+        }
+        self.dirty = true;
+    }
+}
