@@ -97,6 +97,9 @@ pub struct AcctQuery {
     pub accounts: Vec<String>,
     pub states: Vec<JobState>,
     pub jobs: Vec<JobId>,
+    /// Only jobs with a larger id: the last id of the previous page, when it said `more`.
+    #[serde(default)]
+    pub after: Option<JobId>,
 }
 
 /// One allocated unit as accounting reports it.
@@ -155,7 +158,11 @@ pub struct AcctReply {
     /// flexd's clock when it answered (the end of jobs still running).
     pub now: u64,
     pub hosts: Vec<AcctHost>,
+    /// The selected jobs by id, one page of them.
     pub jobs: Vec<AcctRecord>,
+    /// The page is full: ask again with `after` = the last job's id for the rest.
+    #[serde(default)]
+    pub more: bool,
 }
 
 /// A job's state, with Slurm's names.
