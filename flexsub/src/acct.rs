@@ -491,12 +491,28 @@ pub fn period(
     Ok((s, e))
 }
 
-/// Ask flexd for the records.
-pub fn fetch(q: AcctQuery, client: &str) -> Result<crate::proto::AcctReply, Error> {
-    match Client::connect(client)?.call(&Request::Accounting(q))? {
-        Response::Accounting(r) => Ok(r),
-        other => Err(into_error(other)),
+/// Ask flexd for the records, page after page on one connection.
+pub fn fetch(mut q: AcctQuery, client: &str) -> Result<crate::proto::AcctReply, Error> {
+    let mut c = Client::connect(client)?;
+    let mut all: Option<crate::proto::AcctReply> = None;
+    loop {
+        let page = match c.call(&Request::Accounting(q.clone()))? {
+            Response::Accounting(r) => r,
+            other => return Err(into_error(other)),
+        };
+        let next = page.jobs.last().map(|j| j.id).filter(|_| page.more);
+        match &mut all {
+            None => all = Some(page),
+            Some(a) => a.jobs.extend(page.jobs),
+        }
+        match next {
+            Some(id) => q.after = Some(id),
+            None => break,
+        }
     }
+    let mut reply = all.expect("the loop ends after a page");
+    reply.more = false;
+    Ok(reply)
 }
 
 /// Run flexacct; returns the exit code.
@@ -535,6 +551,7 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
             .collect(),
         states: parse_states(&a.states)?,
         jobs: parse_jobs(&a.jobs)?,
+        after: None,
     };
     let reply = fetch(q, "flexacct")?;
     if a.json {

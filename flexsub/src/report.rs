@@ -450,6 +450,7 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
             .collect(),
         states: parse_states(&a.states)?,
         jobs: Vec::new(),
+        after: None,
     };
     let reply = fetch(q, "flexreport")?;
     let report = build(&reply, s, e);
@@ -502,6 +503,7 @@ mod tests {
                 cores: 32,
             }],
             jobs: vec![a, b, c],
+            more: false,
         }
     }
 

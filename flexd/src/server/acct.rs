@@ -15,6 +15,10 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+/// Most records in one reply (a few MiB of JSON, well under the commands' frame limit); the
+/// client asks for the next page with `after`.
+pub const PAGE: usize = 2000;
+
 /// The database accounting reads, and the names of the groups seen so far.
 #[derive(Debug)]
 pub struct Accounting {
@@ -112,8 +116,13 @@ pub fn accounting(
         }
         Some(peer.uid)
     };
-    match acct::query(conn, &q, only, now) {
-        Ok(jobs) => Response::Accounting(AcctReply { now, hosts, jobs }),
+    match acct::query(conn, &q, only, now, PAGE) {
+        Ok((jobs, more)) => Response::Accounting(AcctReply {
+            now,
+            hosts,
+            jobs,
+            more,
+        }),
         Err(e) => Response::error(ErrorKind::Internal, e.to_string()),
     }
 }

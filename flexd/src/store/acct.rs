@@ -1,7 +1,8 @@
 //! Accounting reads: the jobs of a period with what they asked for and what they held
-//! (`job_leaves`), for flexacct and flexreport. Read-only; any connection will do.
+//! (`job_leaves`), for flexacct and flexreport, a page at a time. Read-only; any connection
+//! will do.
 
-use super::{json, StoreError, StoredAlloc};
+use super::{json, StoreError};
 use flexsub::proto::{AcctLeaf, AcctQuery, AcctRecord, JobState};
 use gres_plugin::JobId;
 use rusqlite::{params, Connection};
@@ -9,49 +10,88 @@ use rusqlite::{params, Connection};
 const COLUMNS: &str = "id, name, user, uid, gid, account, state, submit_time, eligible_time,
     start_time, end_time, exit_code, signal, reason, request, host, allocation";
 
-/// The jobs whose [eligible, end (or `now`)] overlaps [`q.start`, `q.end`] and that match
-/// the query's lists, by id. `only_uid` limits them to one user's (whatever `q.users` says).
+/// One page of the jobs whose [eligible, end (or `now`)] overlaps [`q.start`, `q.end`], that
+/// come after `q.after` and match the query's lists, by id: at most `limit` of them, and
+/// whether more ids remain past the page. `only_uid` limits them to one user's (whatever
+/// `q.users` says).
 pub fn query(
     conn: &Connection,
     q: &AcctQuery,
     only_uid: Option<u32>,
     now: u64,
-) -> Result<Vec<AcctRecord>, StoreError> {
-    let mut st = conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM jobs
-         WHERE eligible_time <= ?2
-            AND (end_time >= ?1 OR (end_time IS NULL AND ?3 >= ?1))
+    limit: usize,
+) -> Result<(Vec<AcctRecord>, bool), StoreError> {
+    // The ids first, through the index on end_time: jobs that ended in or after the period,
+    // and jobs that have not ended (they last until now). Then each row by its id.
+    let mut ids = conn.prepare_cached(
+        "SELECT id FROM jobs
+         WHERE end_time >= ?1 AND eligible_time <= ?2 AND id > ?5
             AND (?4 IS NULL OR uid = ?4)
-         ORDER BY id"
-    ))?;
-    let mut rows = st.query(params![q.start as i64, q.end as i64, now as i64, only_uid])?;
+         UNION ALL
+         SELECT id FROM jobs
+         WHERE end_time IS NULL AND ?3 >= ?1 AND eligible_time <= ?2 AND id > ?5
+            AND (?4 IS NULL OR uid = ?4)
+         ORDER BY id",
+    )?;
+    let mut ids = ids.query(params![
+        q.start as i64,
+        q.end as i64,
+        now as i64,
+        only_uid,
+        q.after.map_or(0, |j| j.0 as i64)
+    ])?;
+    let mut row = conn.prepare_cached(&format!("SELECT {COLUMNS} FROM jobs WHERE id = ?1"))?;
     let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        let rec = record(r)?;
-        if matches(q, &rec) {
-            out.push(rec);
+    let mut more = false;
+    while let Some(r) = ids.next()? {
+        if out.len() == limit {
+            more = true;
+            break;
+        }
+        let id: i64 = r.get(0)?;
+        let mut rows = row.query([id])?;
+        if let Some(r) = rows.next()? {
+            let rec = record(r)?;
+            if matches(q, &rec) {
+                out.push(rec);
+            }
         }
     }
-    drop(rows);
-    let mut leaves = conn.prepare_cached(
-        "SELECT uuid, profile, gpu, share, sm_slices, memory_bytes FROM job_leaves
-         WHERE job = ?1 ORDER BY rank",
+    add_leaves(conn, &mut out)?;
+    Ok((out, more))
+}
+
+/// Fill in what each job held, in one pass over `job_leaves` for the page's id range.
+fn add_leaves(conn: &Connection, recs: &mut [AcctRecord]) -> Result<(), StoreError> {
+    let (Some(first), Some(last)) = (recs.first(), recs.last()) else {
+        return Ok(());
+    };
+    let mut st = conn.prepare_cached(
+        "SELECT job, uuid, profile, gpu, share, sm_slices, memory_bytes FROM job_leaves
+         WHERE job >= ?1 AND job <= ?2 ORDER BY job, rank",
     )?;
-    for rec in &mut out {
-        rec.leaves = leaves
-            .query_map([rec.id.0 as i64], |r| {
-                Ok(AcctLeaf {
-                    uuid: r.get(0)?,
-                    profile: r.get(1)?,
-                    gpu: r.get(2)?,
-                    share: r.get(3)?,
-                    sm_slices: r.get(4)?,
-                    memory_bytes: r.get::<_, Option<i64>>(5)?.map(|m| m as u64),
-                })
-            })?
-            .collect::<Result<_, _>>()?;
+    let mut rows = st.query([first.id.0 as i64, last.id.0 as i64])?;
+    let mut i = 0;
+    while let Some(r) = rows.next()? {
+        let job = r.get::<_, i64>(0)? as u64;
+        while i < recs.len() && recs[i].id.0 < job {
+            i += 1;
+        }
+        if i == recs.len() {
+            break;
+        }
+        if recs[i].id.0 == job {
+            recs[i].leaves.push(AcctLeaf {
+                uuid: r.get(1)?,
+                profile: r.get(2)?,
+                gpu: r.get(3)?,
+                share: r.get(4)?,
+                sm_slices: r.get(5)?,
+                memory_bytes: r.get::<_, Option<i64>>(6)?.map(|m| m as u64),
+            });
+        }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn matches(q: &AcctQuery, r: &AcctRecord) -> bool {
@@ -64,6 +104,12 @@ fn matches(q: &AcctQuery, r: &AcctRecord) -> bool {
         && (q.jobs.is_empty() || q.jobs.contains(&r.id))
 }
 
+/// The part of a stored allocation (`StoredAlloc`) accounting reads.
+#[derive(serde::Deserialize)]
+struct Cores {
+    cores: Vec<u32>,
+}
+
 fn record(r: &rusqlite::Row) -> Result<AcctRecord, StoreError> {
     let id = r.get::<_, i64>(0)? as u64;
     let state: String = r.get(6)?;
@@ -72,7 +118,7 @@ fn record(r: &rusqlite::Row) -> Result<AcctRecord, StoreError> {
     };
     let request: String = r.get(14)?;
     let alloc: Option<String> = r.get(16)?;
-    let alloc: Option<StoredAlloc> = alloc.map(|a| json(id, "allocation", &a)).transpose()?;
+    let alloc: Option<Cores> = alloc.map(|a| json(id, "allocation", &a)).transpose()?;
     Ok(AcctRecord {
         id: JobId(id),
         name: r.get(1)?,
@@ -148,7 +194,8 @@ mod tests {
             end: 100,
             ..AcctQuery::default()
         };
-        let jobs = query(&conn, &q, None, 1000).unwrap();
+        let (jobs, more) = query(&conn, &q, None, 1000, 10).unwrap();
+        assert!(!more);
         assert_eq!(jobs.len(), 2);
         let leaves: Vec<(&str, u32, Option<u64>)> = jobs[0]
             .leaves
@@ -170,5 +217,63 @@ mod tests {
             (7, 250, None)
         );
         assert_eq!(jobs[1].host.as_deref(), Some("old"));
+    }
+
+    #[test]
+    fn pages_follow_each_other_by_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = {
+            let mut conn = open(&dir.path().join("flex.db")).unwrap();
+            let tx = conn.transaction().unwrap();
+            for i in 0..5u64 {
+                let spec = flexsub::proto::JobSpec {
+                    name: format!("j{i}"),
+                    script: "true".into(),
+                    args: vec![],
+                    workdir: "/".into(),
+                    submit_dir: "/".into(),
+                    env: vec![],
+                    stdout: None,
+                    stderr: None,
+                    request: ResourceRequest::leaves(1, 60),
+                    account: None,
+                };
+                crate::store::insert_job(
+                    &tx,
+                    &crate::store::NewJob {
+                        spec,
+                        uid: 7 + (i % 2) as u32,
+                        gid: 7,
+                        user: format!("u{}", i % 2),
+                        account: "a".into(),
+                        priority: 0,
+                        submit_time: 100 + i,
+                        start: None,
+                    },
+                )
+                .unwrap();
+            }
+            tx.commit().unwrap();
+            conn
+        };
+        let mut q = AcctQuery {
+            start: 0,
+            end: 1000,
+            ..AcctQuery::default()
+        };
+        let page = |q: &AcctQuery, only| {
+            let (jobs, more) = query(&conn, q, only, 500, 2).unwrap();
+            (jobs.iter().map(|j| j.id.0).collect::<Vec<_>>(), more)
+        };
+        assert_eq!(page(&q, None), (vec![1, 2], true));
+        q.after = Some(JobId(2));
+        assert_eq!(page(&q, None), (vec![3, 4], true));
+        q.after = Some(JobId(4));
+        assert_eq!(page(&q, None), (vec![5], false));
+        // One user's jobs: 1, 3, 5.
+        q.after = None;
+        assert_eq!(page(&q, Some(7)), (vec![1, 3], true));
+        q.after = Some(JobId(3));
+        assert_eq!(page(&q, Some(7)), (vec![5], false));
     }
 }
