@@ -17,8 +17,11 @@ use flexsub::proto::{JobState, JobView};
 use gres_plugin::env::EnvUnit;
 use gres_plugin::JobId;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
+mod queue;
 mod recover;
+use queue::Queue;
 pub use recover::Found;
 
 /// Side effects that are not database writes.
@@ -76,8 +79,8 @@ impl From<&StatusFile> for Outcome {
 pub struct State {
     pub cluster: Cluster,
     jobs: BTreeMap<JobId, Job>,
-    /// The queue as the core takes it, by id.
-    pending: BTreeMap<JobId, PendingJob>,
+    /// The queue as the core takes it.
+    pending: Queue,
     /// What the last pass said about each job it left waiting, by id.
     waiting: Vec<sched::Pending>,
     running: BTreeSet<JobId>,
@@ -104,7 +107,7 @@ impl State {
         State {
             cluster,
             jobs: BTreeMap::new(),
-            pending: BTreeMap::new(),
+            pending: Queue::default(),
             waiting: Vec::new(),
             running: BTreeSet::new(),
             queued: HashMap::new(),
@@ -232,7 +235,7 @@ impl State {
         };
         match j.start {
             None => {
-                self.pending.insert(id, pending_job(&job));
+                self.pending.push(pending_job(&job));
                 self.jobs.insert(id, job);
                 self.dirty = true;
             }
@@ -263,13 +266,13 @@ impl State {
     }
 
     /// The input of a pass, so the core can run without the lock; None with an empty queue.
-    pub fn plan(&self, now: u64) -> Option<Plan> {
+    pub fn plan(&mut self, now: u64) -> Option<Plan> {
         if self.pending.is_empty() {
             return None;
         }
         Some(Plan {
             cluster: self.cluster.clone(),
-            queue: self.queue_with(None),
+            queue: self.pending.snapshot(),
             running: self.running_for_core(now),
             now,
         })
@@ -281,9 +284,7 @@ impl State {
     pub fn apply(&mut self, s: &Settings, d: Decisions<Allocation>, now: u64) -> usize {
         let mut started = 0;
         for st in d.starts {
-            if !self.pending.contains_key(&st.job)
-                || self.cluster.try_occupy(&st.placement).is_err()
-            {
+            if !self.pending.contains(st.job) || self.cluster.try_occupy(&st.placement).is_err() {
                 self.dirty = true;
                 continue;
             }
@@ -293,7 +294,7 @@ impl State {
         let mut waiting = d.pending;
         for p in &waiting {
             if let Reason::Unsatisfiable(why) = &p.reason {
-                if self.pending.contains_key(&p.job) {
+                if self.pending.contains(p.job) {
                     let why = format!("Unsatisfiable: {why}");
                     self.end_pending(p.job, JobState::Failed, now, Some(why), None);
                 }
@@ -347,7 +348,7 @@ impl State {
         j.row.reason = None;
         j.row.alloc = Some(stored.clone());
         j.alloc = Some(alloc);
-        self.pending.remove(&id);
+        self.pending.remove(id);
         self.running.insert(id);
         tracing::debug!("job {id}: starting on {}", stored.host);
         self.outbox.push(Effect::Start(
@@ -372,7 +373,7 @@ impl State {
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
-        self.pending.remove(&id);
+        self.pending.remove(id);
         j.row.state = to;
         j.row.end_time = Some(now);
         j.row.reason = reason.clone();
@@ -486,9 +487,10 @@ impl State {
     }
 
     /// The queue as the core sees it, with `extra` appended (for --test-only).
-    pub fn queue_with(&self, extra: Option<PendingJob>) -> Vec<PendingJob> {
-        let mut q = Vec::with_capacity(self.pending.len() + 1);
-        q.extend(self.pending.values().cloned());
+    pub fn queue_with(&mut self, extra: Option<PendingJob>) -> Vec<PendingJob> {
+        let snapshot = self.pending.snapshot();
+        let mut q = Vec::with_capacity(snapshot.len() + 1);
+        q.extend(snapshot.iter().cloned());
         q.extend(extra);
         q
     }
@@ -563,7 +565,7 @@ impl State {
 /// A pass's input, taken from the state under its lock.
 pub struct Plan {
     pub cluster: Cluster,
-    pub queue: Vec<PendingJob>,
+    pub queue: Arc<Vec<PendingJob>>,
     pub running: Vec<RunningJob<Allocation>>,
     pub now: u64,
 }

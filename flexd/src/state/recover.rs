@@ -40,7 +40,7 @@ impl State {
             match state {
                 JobState::Pending => {
                     *self.queued.entry(job.row.uid).or_insert(0) += 1;
-                    self.pending.insert(id, pending_job(&job));
+                    self.pending.push(pending_job(&job));
                     self.jobs.insert(id, job);
                 }
                 JobState::Running => {

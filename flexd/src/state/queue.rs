@@ -1,0 +1,110 @@
+//! The queue as the scheduler core takes it, kept so that a pass does not copy it: passes share
+//! one snapshot (`Arc`), and jobs that arrive or leave while a pass runs are set aside and
+//! folded in when the next pass takes the snapshot.
+
+use crate::sched::PendingJob;
+use gres_plugin::JobId;
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+
+#[derive(Debug, Default)]
+pub struct Queue {
+    /// Every pending job: who is in the queue.
+    ids: BTreeSet<JobId>,
+    /// The core's input as of the last pass (in arrival order; the core orders it).
+    snapshot: Arc<Vec<PendingJob>>,
+    /// Arrived since the snapshot.
+    incoming: Vec<PendingJob>,
+    /// In the snapshot but no longer pending.
+    gone: HashSet<JobId>,
+}
+
+impl Queue {
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    pub fn contains(&self, id: JobId) -> bool {
+        self.ids.contains(&id)
+    }
+
+    pub fn push(&mut self, job: PendingJob) {
+        if self.ids.insert(job.id) {
+            self.incoming.push(job);
+        }
+    }
+
+    pub fn remove(&mut self, id: JobId) {
+        if !self.ids.remove(&id) {
+            return;
+        }
+        match self.incoming.iter().position(|j| j.id == id) {
+            Some(i) => {
+                self.incoming.swap_remove(i);
+            }
+            None => {
+                self.gone.insert(id);
+            }
+        }
+    }
+
+    /// The queue for a pass. Costs a copy only when a previous snapshot is still held, and a
+    /// sweep only when jobs left since the last one.
+    pub fn snapshot(&mut self) -> Arc<Vec<PendingJob>> {
+        if !self.incoming.is_empty() || !self.gone.is_empty() {
+            let v = Arc::make_mut(&mut self.snapshot);
+            if !self.gone.is_empty() {
+                v.retain(|j| !self.gone.contains(&j.id));
+                self.gone.clear();
+            }
+            v.append(&mut self.incoming);
+        }
+        self.snapshot.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gres_plugin::Request;
+
+    fn job(id: u64) -> PendingJob {
+        PendingJob {
+            id: JobId(id),
+            request: Request::leaves(1, 60),
+            priority: 0,
+            kind: Default::default(),
+        }
+    }
+
+    fn ids(q: &mut Queue) -> Vec<u64> {
+        let mut v: Vec<u64> = q.snapshot().iter().map(|j| j.id.0).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn arrivals_and_departures_reach_the_next_snapshot() {
+        let mut q = Queue::default();
+        for i in 1..=4 {
+            q.push(job(i));
+        }
+        q.push(job(2));
+        assert_eq!(ids(&mut q), [1, 2, 3, 4]);
+        let held = q.snapshot();
+        q.remove(JobId(2));
+        q.push(job(5));
+        q.remove(JobId(5));
+        q.push(job(6));
+        assert_eq!((q.len(), q.contains(JobId(2))), (4, false));
+        assert_eq!(ids(&mut q), [1, 3, 4, 6]);
+        // A pass still holding the old snapshot sees it unchanged.
+        assert_eq!(held.len(), 4);
+        q.remove(JobId(9));
+        assert_eq!(q.len(), 4);
+    }
+}
