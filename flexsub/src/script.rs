@@ -2,7 +2,7 @@
 //! from the top of the script (the `#!` line first) until the first line that is neither blank
 //! nor a comment. Each error names the file, the line number and the directive.
 
-use crate::options::{self, OptSpec, Settings};
+use crate::options::{self, Key, OptSpec, Settings};
 
 /// The prefixes that mark a directive line; both mean the same options.
 pub const PREFIXES: [&str; 2] = ["#FLEX", "#SBATCH"];
@@ -135,6 +135,19 @@ pub fn apply_directives(
         let at = |msg: String| format!("{file}:{n}: {prefix} {msg}");
         let ws = words(rest).map_err(|e| at(format!("{}: {e}", rest.trim())))?;
         for w in options_of(&ws).map_err(at)? {
+            if prefix == "#SBATCH" && w.spec.key == Key::Mem {
+                // Slurm's --mem is host memory, which Flex does not allocate: an existing
+                // script must not turn its RAM request into GPU leaves.
+                let mut probe = Settings::default();
+                probe
+                    .apply(w.spec, w.value)
+                    .map_err(|e| at(format!("{}: {e}", w.shown)))?;
+                warnings.push(at(format!(
+                    "{}: --mem is host memory in Slurm and is ignored; ask for GPU memory with #FLEX --mem",
+                    w.shown
+                )));
+                continue;
+            }
             match settings.apply(w.spec, w.value) {
                 Ok(Some(warning)) => warnings.push(at(format!("{}: {warning}", w.shown))),
                 Ok(None) => {}
@@ -185,11 +198,15 @@ mod tests {
         assert_eq!(s.cores_per_leaf, Some(2));
         assert_eq!(s.stdout.as_deref(), Some("out-%j.log"));
         assert_eq!(s.stderr.as_deref(), Some("err-%j.log"));
-        assert_eq!(s.mem_bytes, Some(16 << 30));
+        assert_eq!(s.mem_bytes, None, "#SBATCH --mem is host memory");
         assert_eq!(s.account.as_deref(), Some("proj"));
-        assert_eq!(w.len(), 1);
+        assert_eq!(w.len(), 2);
         assert!(
-            w[0].starts_with("job.sh:8: #SBATCH -p gpu: --partition is ignored"),
+            w[0].starts_with("job.sh:7: #SBATCH --mem 16G: --mem is host memory"),
+            "{w:?}"
+        );
+        assert!(
+            w[1].starts_with("job.sh:8: #SBATCH -p gpu: --partition is ignored"),
             "{w:?}"
         );
     }
