@@ -491,9 +491,13 @@ pub fn period(
     Ok((s, e))
 }
 
-/// Ask flexd for the records, page after page on one connection.
-pub fn fetch(mut q: AcctQuery, client: &str) -> Result<crate::proto::AcctReply, Error> {
-    let mut c = Client::connect(client)?;
+/// Ask flexd for the records.
+pub fn fetch(q: AcctQuery, client: &str) -> Result<crate::proto::AcctReply, Error> {
+    fetch_from(&mut Client::connect(client)?, q)
+}
+
+/// Ask for every page of records on one connection.
+pub fn fetch_from(c: &mut Client, mut q: AcctQuery) -> Result<crate::proto::AcctReply, Error> {
     let mut all: Option<crate::proto::AcctReply> = None;
     loop {
         let page = match c.call(&Request::Accounting(q.clone()))? {
@@ -717,5 +721,55 @@ mod tests {
         );
         assert!(parse_states(&["done".into()]).is_err());
         assert!(parse_jobs(&["x".into()]).is_err());
+    }
+
+    #[test]
+    fn every_page_is_fetched() {
+        use crate::proto::{self, AcctReply, Hello};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let _: Hello = proto::read_frame(&mut s, 1 << 20).unwrap();
+            proto::write_frame(
+                &mut s,
+                &Response::Hello {
+                    version: proto::PROTOCOL_VERSION,
+                    server: "flexd".into(),
+                },
+            )
+            .unwrap();
+            let mut afters = Vec::new();
+            for (ids, more) in [(vec![1, 2], true), (vec![5], false)] {
+                let q = match proto::read_frame::<Request>(&mut s, 1 << 20).unwrap() {
+                    Request::Accounting(q) => q,
+                    other => panic!("{other:?}"),
+                };
+                afters.push(q.after);
+                let jobs = ids
+                    .into_iter()
+                    .map(|i| {
+                        let mut r = rec();
+                        r.id = JobId(i);
+                        r
+                    })
+                    .collect();
+                let page = AcctReply {
+                    now: 1,
+                    hosts: vec![],
+                    jobs,
+                    more,
+                };
+                proto::write_frame(&mut s, &Response::Accounting(page)).unwrap();
+            }
+            afters
+        });
+        let mut c = Client::connect_to(&path, "flexacct").unwrap();
+        let reply = fetch_from(&mut c, AcctQuery::default()).unwrap();
+        let ids: Vec<u64> = reply.jobs.iter().map(|j| j.id.0).collect();
+        assert_eq!(ids, [1, 2, 5]);
+        assert!(!reply.more);
+        assert_eq!(server.join().unwrap(), [None, Some(JobId(2))]);
     }
 }
