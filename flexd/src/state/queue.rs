@@ -52,8 +52,9 @@ impl Queue {
         }
     }
 
-    /// The queue for a pass. Costs a copy only when a previous snapshot is still held, and a
-    /// sweep only when jobs left since the last one.
+    /// The queue for a pass, in the core's order (priority, then id), so that its own sort
+    /// finds it sorted. Costs a copy only when a previous snapshot is still held, and a sweep
+    /// only when jobs left since the last one.
     pub fn snapshot(&mut self) -> Arc<Vec<PendingJob>> {
         if !self.incoming.is_empty() || !self.gone.is_empty() {
             let v = Arc::make_mut(&mut self.snapshot);
@@ -61,10 +62,24 @@ impl Queue {
                 v.retain(|j| !self.gone.contains(&j.id));
                 self.gone.clear();
             }
+            self.incoming.sort_unstable_by_key(order);
+            let in_order = match (v.last(), self.incoming.first()) {
+                (Some(a), Some(b)) => order(a) <= order(b),
+                _ => true,
+            };
             v.append(&mut self.incoming);
+            if !in_order {
+                // Two sorted runs: the stable sort merges them in one sweep.
+                v.sort_by_key(order);
+            }
         }
         self.snapshot.clone()
     }
+}
+
+/// The core's queue order: higher priority first, then submission (id) order.
+fn order(j: &PendingJob) -> (std::cmp::Reverse<i64>, JobId) {
+    (std::cmp::Reverse(j.priority), j.id)
 }
 
 #[cfg(test)]
@@ -82,15 +97,13 @@ mod tests {
     }
 
     fn ids(q: &mut Queue) -> Vec<u64> {
-        let mut v: Vec<u64> = q.snapshot().iter().map(|j| j.id.0).collect();
-        v.sort();
-        v
+        q.snapshot().iter().map(|j| j.id.0).collect()
     }
 
     #[test]
     fn arrivals_and_departures_reach_the_next_snapshot() {
         let mut q = Queue::default();
-        for i in 1..=4 {
+        for i in [1, 3, 2, 4] {
             q.push(job(i));
         }
         q.push(job(2));
@@ -106,5 +119,11 @@ mod tests {
         assert_eq!(held.len(), 4);
         q.remove(JobId(9));
         assert_eq!(q.len(), 4);
+        // Late arrivals and higher priorities land where the core would put them.
+        let mut urgent = job(7);
+        urgent.priority = 5;
+        q.push(job(5));
+        q.push(urgent);
+        assert_eq!(ids(&mut q), [7, 1, 3, 4, 5, 6]);
     }
 }
