@@ -520,7 +520,8 @@ fn place_share(h: &HostState, share: u32, strategy: Strategy) -> Option<Vec<Unit
 
 /// `per` cores for each unit, nearest its GPU first, exclusive.
 fn pick_cores(h: &HostState, units: &[Unit], per: u32) -> Option<Vec<CoreId>> {
-    let need = units.len() as u32 * per;
+    // A hostile request may ask for u32::MAX cores per leaf: no host has that many.
+    let need = (units.len() as u32).checked_mul(per)?;
     if need > h.n_cores_free {
         return None;
     }
