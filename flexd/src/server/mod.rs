@@ -228,7 +228,7 @@ pub async fn serve(shared: Arc<Shared>, stream: UnixStream) {
         Ok(h) => h,
         Err(FrameError::Closed) => return,
         Err(e) => {
-            let _ = write(&mut wr, &bad_frame(&e)).await;
+            refuse(&mut rd, &mut wr, &buf, &e).await;
             return;
         }
     };
@@ -261,7 +261,7 @@ pub async fn serve(shared: Arc<Shared>, stream: UnixStream) {
             Ok(r) => r,
             Err(FrameError::Closed) => return,
             Err(e) => {
-                let _ = write(&mut wr, &bad_frame(&e)).await;
+                refuse(&mut rd, &mut wr, &buf, &e).await;
                 return;
             }
         };
@@ -275,9 +275,37 @@ pub async fn serve(shared: Arc<Shared>, stream: UnixStream) {
     }
 }
 
+/// Answer a frame that cannot be read, then close. The rest of a frame refused for its size is
+/// read and dropped first (for a while): a client still writing it would otherwise never get to
+/// read why.
+async fn refuse(
+    rd: &mut tokio::net::unix::OwnedReadHalf,
+    wr: &mut tokio::net::unix::OwnedWriteHalf,
+    buf: &[u8],
+    e: &FrameError,
+) {
+    let _ = write(wr, &bad_frame(e)).await;
+    if let FrameError::TooLarge { size, .. } = e {
+        let mut left = (size + 4).saturating_sub(buf.len());
+        let mut scratch = vec![0u8; 64 << 10];
+        let _ = tokio::time::timeout(Duration::from_secs(10), async {
+            while left > 0 {
+                match rd.read(&mut scratch[..left.min(64 << 10)]).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => left -= n,
+                }
+            }
+        })
+        .await;
+    }
+}
+
 fn bad_frame(e: &FrameError) -> Response {
     match e {
-        FrameError::TooLarge { .. } => Response::error(ErrorKind::LimitExceeded, e.to_string()),
+        FrameError::TooLarge { size, max } => Response::error(
+            ErrorKind::LimitExceeded,
+            format!("the request is {size} bytes, more than max_frame_bytes = {max}"),
+        ),
         _ => Response::error(ErrorKind::InvalidRequest, e.to_string()),
     }
 }
