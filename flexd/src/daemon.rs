@@ -335,6 +335,10 @@ fn reload(shared: &Shared, opts: &Options) {
                     *fixed = was.clone();
                 }
             }
+            if new.metrics_listen != old.metrics_listen {
+                tracing::warn!("reload: metrics_listen changes only when flexd restarts");
+                new.metrics_listen = old.metrics_listen;
+            }
             let changes = old.changes(&new);
             if changes.is_empty() {
                 tracing::info!("reload: nothing changed");
