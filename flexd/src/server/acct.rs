@@ -19,18 +19,18 @@ use std::sync::Mutex;
 /// client asks for the next page with `after`.
 pub const PAGE: usize = 2000;
 
-/// The database accounting reads, and the names of the groups seen so far.
+/// The database accounting reads, and the default account of each user seen so far.
 #[derive(Debug)]
 pub struct Accounting {
     db: PathBuf,
-    groups: Mutex<HashMap<u32, String>>,
+    accounts: Mutex<HashMap<u32, String>>,
 }
 
 impl Accounting {
     pub fn new(db: PathBuf) -> Accounting {
         Accounting {
             db,
-            groups: Mutex::new(HashMap::new()),
+            accounts: Mutex::new(HashMap::new()),
         }
     }
 
@@ -54,17 +54,17 @@ impl Accounting {
 
     /// The account of a job submitted without one: the name of the user's primary group (from
     /// the password database; the connecting process's group when the user has no entry),
-    /// or the group id when that group has no name.
+    /// or the group id when that group has no name. Looked up once per user.
     pub fn default_account(&self, peer: &Peer) -> String {
         use nix::unistd::{Gid, Group, Uid, User};
-        let gid = User::from_uid(Uid::from_raw(peer.uid))
-            .ok()
-            .flatten()
-            .map_or(peer.gid, |u| u.gid.as_raw());
-        let mut groups = self.groups.lock().unwrap_or_else(|p| p.into_inner());
-        groups
-            .entry(gid)
+        let mut accounts = self.accounts.lock().unwrap_or_else(|p| p.into_inner());
+        accounts
+            .entry(peer.uid)
             .or_insert_with(|| {
+                let gid = User::from_uid(Uid::from_raw(peer.uid))
+                    .ok()
+                    .flatten()
+                    .map_or(peer.gid, |u| u.gid.as_raw());
                 Group::from_gid(Gid::from_raw(gid))
                     .ok()
                     .flatten()
@@ -274,5 +274,20 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn the_default_account_is_the_primary_group() {
+        let a = Accounting::new("/nonexistent".into());
+        let root = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(0))
+            .unwrap()
+            .unwrap()
+            .name;
+        assert_eq!(a.default_account(&peer(0, "root")), root);
+        // No password entry and no such group: the process's group id.
+        assert_eq!(
+            a.default_account(&peer(3_999_999_999, "ghost")),
+            "3999999999"
+        );
     }
 }
