@@ -158,6 +158,29 @@ pub fn apply_directives(
     Ok(warnings)
 }
 
+/// Refuse a script with more than `max` directive lines (flexd's `max_directives`), naming the
+/// first line over the limit.
+pub fn check_directive_count(file: &str, script: &str, max: u32) -> Result<(), String> {
+    let mut count = 0u64;
+    for (idx, line) in script.lines().enumerate() {
+        let trimmed = line.trim();
+        if !(trimmed.is_empty() || trimmed.starts_with('#')) {
+            break;
+        }
+        if directive(line).is_some() {
+            count += 1;
+            if count > u64::from(max) {
+                return Err(format!(
+                    "{file}:{}: more than max_directives = {max} directive lines (#FLEX and \
+                     #SBATCH)",
+                    idx + 1
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The script `--wrap` runs.
 pub fn wrap(cmd: &str) -> String {
     format!("#!/bin/sh\n{cmd}\n")

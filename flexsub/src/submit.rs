@@ -185,6 +185,20 @@ fn apply_command_line(m: &ArgMatches, s: &mut Settings) -> Result<Vec<String>, E
 /// Build the job: script, directives, command line, estimate, environment.
 pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<Built, Error> {
     let (text, shown, args) = load_script(m)?;
+    // flexd's limits, from the configuration in the submitting environment.
+    let limits = crate::client::limits(|k| {
+        env.iter()
+            .find(|(name, _)| name == k)
+            .map(|(_, v)| v.clone())
+    })?;
+    if text.len() as u64 > limits.max_script_bytes {
+        return Err(Error::Input(format!(
+            "{shown}: the script is {} bytes, more than max_script_bytes = {}",
+            text.len(),
+            limits.max_script_bytes
+        )));
+    }
+    script::check_directive_count(&shown, &text, limits.max_directives).map_err(Error::Input)?;
     let mut s = Settings::default();
     let mut warnings = script::apply_directives(&shown, &text, &mut s).map_err(Error::Input)?;
     warnings.extend(apply_command_line(m, &mut s)?);

@@ -8,7 +8,7 @@
 
 use flexsub::options::{Settings, OPTIONS};
 use flexsub::proto::{self, FrameError, Hello, JobSpec, QueueFilter, Request};
-use flexsub::script::apply_directives;
+use flexsub::script::{apply_directives, check_directive_count};
 use flexsub::units::{
     expand_output_pattern, parse_count, parse_fraction, parse_output_pattern, parse_signal,
     parse_size, parse_time, SizeUnit,
@@ -229,6 +229,14 @@ fn huge_directive_counts_and_lines_are_read_or_refused_cleanly() {
     apply_directives("big.sh", &script, &mut s).unwrap();
     assert_eq!(s.name.as_deref(), Some("name-199999"));
     assert_eq!(s.leaves, Some(2));
+    // flexsub refuses such a script under the default max_directives, naming the first line
+    // over it (line 1 is the #! line).
+    let e = check_directive_count("big.sh", &script, 1000).unwrap_err();
+    assert_eq!(
+        e,
+        "big.sh:1002: more than max_directives = 1000 directive lines (#FLEX and #SBATCH)"
+    );
+    check_directive_count("big.sh", &script, 200_001).unwrap();
 
     let long = format!("#!/bin/sh\n#SBATCH --time={}\n", "9".repeat(1 << 20));
     let e = apply_directives("long.sh", &long, &mut Settings::default()).unwrap_err();

@@ -438,3 +438,67 @@ fn the_queued_jobs_limit_is_named_and_nothing_more_is_queued() {
         d.wait_finished(id);
     }
 }
+
+#[test]
+fn flexsub_refuses_too_many_directives_and_too_big_a_script_before_sending() {
+    let d = Daemon::start_with(
+        A100,
+        "[limits]\nmax_directives = 5\nmax_script_bytes = \"1 KiB\"",
+    );
+    let w = d.scratch("flexsub-limits");
+    let run = |script: &str| {
+        std::fs::write(w.join("job.sh"), script).unwrap();
+        let out = d
+            .cmd("flexsub")
+            .current_dir(&w)
+            .arg("job.sh")
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stderr))
+    };
+    let mut many = String::from("#!/bin/sh\n#FLEX -J too-many\n");
+    for _ in 0..5 {
+        many.push_str("#SBATCH --time=10\n");
+    }
+    many.push_str("true\n");
+    let (code, err) = run(&many);
+    assert!(code.is_some_and(|c| c != 0), "{err}");
+    assert!(
+        err.contains("job.sh:7: more than max_directives = 5 directive lines"),
+        "{err}"
+    );
+    // Five are fine.
+    let five = many
+        .replacen("#SBATCH --time=10\n", "", 1)
+        .replace("too-many", "five");
+    let (code, err) = run(&five);
+    assert_eq!(code, Some(0), "{err}");
+
+    let big = format!("#!/bin/sh\n#FLEX -J too-big\n#{}\ntrue\n", "x".repeat(1100));
+    let (code, err) = run(&big);
+    assert!(code.is_some_and(|c| c != 0), "{err}");
+    assert!(
+        err.contains("job.sh: the script is 1134 bytes, more than max_script_bytes = 1024"),
+        "{err}"
+    );
+    let names = names(&d);
+    assert!(
+        !names.iter().any(|n| n == "too-many" || n == "too-big"),
+        "{names:?}"
+    );
+
+    // A flexsub that does not know the limit (its config says nothing) is refused by flexd.
+    std::fs::write(w.join("other.toml"), "# no limits here\n").unwrap();
+    std::fs::write(w.join("job.sh"), &big).unwrap();
+    let out = d
+        .cmd("flexsub")
+        .current_dir(&w)
+        .env("FLEX_CONFIG", w.join("other.toml"))
+        .arg("job.sh")
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("max_script_bytes = 1024"), "{err}");
+    assert!(!self::names(&d).iter().any(|n| n == "too-big"));
+}
