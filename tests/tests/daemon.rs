@@ -457,15 +457,32 @@ fn sigterm_stops_flexd_and_leaves_its_jobs_running() {
 #[test]
 fn sighup_reloads_the_config() {
     let d = Daemon::start(A100);
+    let w = d.scratch("reload");
+    let mut c = d.client();
+    let first = c
+        .submit(script_job("#!/bin/sh\nexec sleep 300\n", &w))
+        .unwrap();
+    let second = c.submit(script_job("true\n", &w)).unwrap();
     let mut text = std::fs::read_to_string(d.config_path()).unwrap();
-    text.push_str("policy = \"fifo\"\nno_such_key = 1\n");
+    text.push_str("policy = \"fifo\"\nno_such_key = 1\n[limits]\nmax_queued_per_user = 1\n");
     std::fs::write(d.config_path(), text).unwrap();
     d.signal(libc::SIGHUP);
     wait_for("the reload in the log", || {
         let log = d.log();
-        (log.contains("reload: policy: Backfill -> Fifo") && log.contains("`no_such_key`"))
-            .then_some(())
+        (log.contains("reload: policy: Backfill -> Fifo")
+            && log.contains("reload: limits")
+            && log.contains("`no_such_key`"))
+        .then_some(())
     });
+    // The new limit holds for the next submission.
+    d.wait_finished(second);
+    let (kind, msg) = daemon_error(c.submit(script_job("true\n", &w)).map(|_| Response::Pong));
+    assert_eq!(kind, ErrorKind::LimitExceeded);
+    assert!(msg.contains("max_queued_per_user = 1"), "{msg}");
+    c.cancel(vec![first], None).unwrap();
+    d.wait_finished(first);
+    let next = c.submit(script_job("true\n", &w)).unwrap();
+    assert_eq!(d.wait_finished(next).state, JobState::Completed);
 }
 
 #[test]
