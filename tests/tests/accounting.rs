@@ -480,8 +480,13 @@ fn metrics_answer_in_the_prometheus_text_format() {
     let d = Daemon::start_with(A100, &format!("metrics_listen = \"{addr}\""));
     let w = d.scratch("m");
     let mut c = d.client();
-    let good = c.submit(script_job("#!/bin/sh\ntrue\n", &w)).unwrap();
-    let bad = c.submit(script_job("#!/bin/sh\nexit 3\n", &w)).unwrap();
+    // Every leaf each: the second waits for the first, so scheduling passes run.
+    let mut spec = script_job("#!/bin/sh\nsleep 1\n", &w);
+    spec.request.leaves = Some(14);
+    let good = c.submit(spec).unwrap();
+    let mut spec = script_job("#!/bin/sh\nexit 3\n", &w);
+    spec.request.leaves = Some(14);
+    let bad = c.submit(spec).unwrap();
     d.wait_finished(good);
     d.wait_finished(bad);
     let samples = wait_for("both ends counted", || {

@@ -421,6 +421,8 @@ pub async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>)
             c.state.take_dirty();
             c.state.plan(unix_now()).map(|p| (p, c.settings.policy))
         });
+        // Only real passes go into the histogram (none runs while nothing is pending).
+        let ran = plan.is_some();
         let started = match plan {
             None => 0,
             Some((plan, policy)) => {
@@ -433,7 +435,9 @@ pub async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>)
             }
         };
         let took = t0.elapsed();
-        shared.metrics.sched_pass(took);
+        if ran {
+            shared.metrics.sched_pass(took);
+        }
         if started > 0 || took > Duration::from_millis(5) {
             tracing::debug!("scheduling pass started {started} jobs in {took:?}");
         }
