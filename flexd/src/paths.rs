@@ -45,22 +45,14 @@ impl Paths {
             topology,
         }
     }
-
-    /// Where a job's supervisor says it runs (its pid and the job's process group).
-    pub fn run_file(&self, job: JobId) -> PathBuf {
-        run_file(&self.run_dir, job)
-    }
-
-    /// Where a job's supervisor records how the job ended.
-    pub fn status_file(&self, job: JobId) -> PathBuf {
-        status_file(&self.run_dir, job)
-    }
 }
 
+/// Where a job's supervisor says it runs (its pid and the job's process group).
 pub fn run_file(run_dir: &Path, job: JobId) -> PathBuf {
     run_dir.join(format!("{job}.run"))
 }
 
+/// Where a job's supervisor records how the job ended.
 pub fn status_file(run_dir: &Path, job: JobId) -> PathBuf {
     run_dir.join(format!("{job}.status"))
 }
@@ -84,7 +76,7 @@ mod tests {
             PathBuf::from("/srv/topo/x.toml")
         );
         assert_eq!(
-            p.status_file(JobId(7)),
+            status_file(&p.run_dir, JobId(7)),
             PathBuf::from("/srv/flex-state/run/7.status")
         );
     }

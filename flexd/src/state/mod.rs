@@ -556,10 +556,6 @@ impl State {
             j.row.supervisor_pid = Some(pid);
         }
     }
-
-    pub fn cpus(&self) -> &CpuMap {
-        &self.cpus
-    }
 }
 
 /// A pass's input, taken from the state under its lock.
