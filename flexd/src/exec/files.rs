@@ -13,6 +13,7 @@ use flexsub::proto::JobState;
 use gres_plugin::JobId;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// Written by the supervisor when the job starts.
@@ -98,18 +99,27 @@ pub fn remove_job_files(run_dir: &Path, job: JobId) {
     }
 }
 
-/// The command line a supervisor of `job` runs with: `<exe> supervise --job <job> ...`.
-fn is_supervisor_cmdline(cmdline: &[u8], job: JobId) -> bool {
+/// The command line a supervisor of `job` runs with: `<exe> supervise --job <job> --run-dir
+/// <run_dir>`. The run directory tells apart the supervisors of two flexds on one host, whose
+/// job numbers overlap.
+fn is_supervisor_cmdline(cmdline: &[u8], job: JobId, run_dir: &Path) -> bool {
     let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
     let want = job.to_string();
-    args.windows(3)
-        .any(|w| w[0] == b"supervise" && w[1] == b"--job" && w[2] == want.as_bytes())
+    let dir = run_dir.as_os_str().as_bytes();
+    args.windows(5).any(|w| {
+        w[0] == b"supervise"
+            && w[1] == b"--job"
+            && w[2] == want.as_bytes()
+            && w[3] == b"--run-dir"
+            && w[4] == dir
+    })
 }
 
-/// Is `pid` a live supervisor of `job`? (A reused pid runs something else.)
-pub fn is_supervisor(pid: u32, job: JobId) -> bool {
+/// Is `pid` a live supervisor of `job` of the flexd with this run directory? (A reused pid
+/// runs something else.)
+pub fn is_supervisor(pid: u32, job: JobId, run_dir: &Path) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|c| is_supervisor_cmdline(&c, job))
+        .map(|c| is_supervisor_cmdline(&c, job, run_dir))
         .unwrap_or(false)
 }
 
@@ -123,14 +133,14 @@ pub fn find_supervisor(run_dir: &Path, job: JobId, recorded: Option<u32>) -> Opt
     if let Some(pid) = [from_run, recorded]
         .into_iter()
         .flatten()
-        .find(|&p| is_supervisor(p, job))
+        .find(|&p| is_supervisor(p, job, run_dir))
     {
         return Some(pid);
     }
     let dir = std::fs::read_dir("/proc").ok()?;
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .find(|&pid| is_supervisor(pid, job))
+        .find(|&pid| is_supervisor(pid, job, run_dir))
 }
 
 /// SIGKILL every process left in a job's process group after its supervisor vanished, but
@@ -182,11 +192,16 @@ mod tests {
 
     #[test]
     fn supervisor_command_lines_are_recognised() {
-        let c = b"/usr/bin/flexd\0supervise\0--job\x0012\0--run-dir\0/x\0";
-        assert!(is_supervisor_cmdline(c, JobId(12)));
-        assert!(!is_supervisor_cmdline(c, JobId(1)));
-        assert!(!is_supervisor_cmdline(b"sleep\x0012\0", JobId(12)));
-        assert!(!is_supervisor(std::process::id(), JobId(12)));
+        let c = b"/usr/bin/flexd\0supervise\0--job\x0012\0--run-dir\0/x/run\0";
+        let dir = Path::new("/x/run");
+        assert!(is_supervisor_cmdline(c, JobId(12), dir));
+        assert!(!is_supervisor_cmdline(c, JobId(1), dir));
+        assert!(
+            !is_supervisor_cmdline(c, JobId(12), Path::new("/y/run")),
+            "another flexd's job 12"
+        );
+        assert!(!is_supervisor_cmdline(b"sleep\x0012\0", JobId(12), dir));
+        assert!(!is_supervisor(std::process::id(), JobId(12), dir));
     }
 
     #[test]

@@ -454,7 +454,7 @@ pub async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>)
 pub fn check_supervisors(shared: &Shared) {
     let sups = shared.with_core(|c| c.state.supervisors());
     for (job, pid) in sups {
-        if files::is_supervisor(pid, job) {
+        if files::is_supervisor(pid, job, &shared.run_dir) {
             continue;
         }
         let outcome = match files::read_status(&shared.run_dir, job) {
