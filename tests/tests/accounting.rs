@@ -544,3 +544,34 @@ fn metrics_answer_in_the_prometheus_text_format() {
     assert!(samples["flex_sched_pass_seconds_count"] >= 1.0);
     assert_eq!(http_get(&addr, "/").0, 404);
 }
+
+#[test]
+fn records_outlive_the_queue_view_and_restarts() {
+    let mut d = Daemon::start_with(A100, "keep_finished = \"1s\"");
+    let w = d.scratch("gone");
+    let job = d
+        .client()
+        .submit(script_job("#!/bin/sh\nexit 7\n", &w))
+        .unwrap();
+    d.wait_finished(job);
+    wait_for("the job to leave flexq's view", || {
+        d.job(job).is_none().then_some(())
+    });
+    let row = |d: &Daemon| {
+        let out = cmd(d, "flexacct")
+            .args([
+                "-j",
+                &job.to_string(),
+                "-P",
+                "-n",
+                "--format",
+                "JobID,State,ExitCode",
+            ])
+            .output()
+            .unwrap();
+        ok(out, "flexacct -j")
+    };
+    assert_eq!(row(&d), format!("{job}|FAILED|7:0\n"));
+    d.restart();
+    assert_eq!(row(&d), format!("{job}|FAILED|7:0\n"), "after a restart");
+}
