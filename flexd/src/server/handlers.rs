@@ -193,7 +193,10 @@ pub fn test_only(s: &Settings, st: &mut State, peer: &Peer, spec: JobSpec, now: 
     let id = JobId(u64::MAX);
     let queue = st.queue_with(Some(pending(id, &spec)));
     let running = st.running_for_core(now);
-    let d = sched::schedule(&st.cluster, &queue, &running, now, &s.policy);
+    let mut d = sched::schedule(&st.cluster, &queue, &running, now, &s.policy);
+    // The job is last in the queue: estimate as far as it, within reason.
+    let depth = d.pending.len().min(10 * crate::state::ESTIMATE_DEPTH);
+    sched::estimate_starts(&st.cluster, &queue, &running, now, &mut d, depth);
     if let Some(start) = d.starts.iter().find(|x| x.job == id) {
         let host = st.cluster.host(start.placement.host);
         return Response::WouldStart(WouldStart {

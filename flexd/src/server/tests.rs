@@ -483,3 +483,18 @@ fn recovery_readopts_ends_and_never_hands_a_leaf_out_twice() {
     assert_eq!(st.queued_by(1000), 2);
     assert_eq!(view(&st, JobId(7)).estimated_start, Some(NOW - 50 + 600));
 }
+
+#[test]
+fn pending_jobs_behind_the_head_get_estimated_starts() {
+    let s = Settings::defaults();
+    let (mut st, _) = state(0);
+    let ana = peer(1000, "ana");
+    submit(&s, &mut st, &ana, 1, 14);
+    let b = submit(&s, &mut st, &ana, 2, 14);
+    let c = submit(&s, &mut st, &ana, 3, 2);
+    st.schedule(&s, NOW);
+    let limit = view(&st, b).request.time_limit_s;
+    assert_eq!(view(&st, b).estimated_start, Some(NOW + limit));
+    // c waits behind b (in queue order) until b's limit too
+    assert_eq!(view(&st, c).estimated_start, Some(NOW + 2 * limit));
+}

@@ -566,10 +566,24 @@ pub struct Plan {
     pub now: u64,
 }
 
+/// Pending jobs, in queue order, that get an estimated start after each pass (the head always
+/// has its reservation). Playing the queue forward costs a few placements per job, so it stops
+/// here; flexq shows no estimate further back.
+pub const ESTIMATE_DEPTH: usize = 100;
+
 impl Plan {
-    /// Run the scheduler core on it.
+    /// Run the scheduler core on it, with estimated starts for the first pending jobs.
     pub fn decide(&self, policy: &sched::Policy) -> Decisions<Allocation> {
-        sched::schedule(&self.cluster, &self.queue, &self.running, self.now, policy)
+        let mut d = sched::schedule(&self.cluster, &self.queue, &self.running, self.now, policy);
+        sched::estimate_starts(
+            &self.cluster,
+            &self.queue,
+            &self.running,
+            self.now,
+            &mut d,
+            ESTIMATE_DEPTH,
+        );
+        d
     }
 }
 
