@@ -1,0 +1,326 @@
+//! flexd under a long queue: 100,000 pending jobs (a first job holds every leaf, so they all
+//! wait), then
+//!
+//! 1. `Queue` latency for every pending and running job (what `flexq` asks for with no option),
+//!    and for one user's jobs (`flexq -u nobody`: 100 jobs of uid 65534 among the 100,000;
+//!    when the benchmark runs as root),
+//! 2. flexd's memory (VmRSS and VmHWM from /proc/PID/status),
+//! 3. 1,000 more submissions, one at a time on one connection and from 16 clients at once,
+//!    each acknowledged only once committed.
+//!
+//! `cargo bench -p flexd --bench load`; FLEX_LOAD_JOBS (default 100000), FLEX_LOAD_CALLS
+//! (default 200) and FLEX_LOAD_CLIENTS (default 16) change the sizes.
+
+use flexsub::proto::{self, Hello, JobSpec, JobState, QueueFilter, Request, Response};
+use gres_plugin::Request as ResourceRequest;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NOBODY: u32 = 65534;
+const NOBODY_JOBS: usize = 100;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+fn start_daemon() -> Daemon {
+    let dir = tempfile::tempdir().unwrap();
+    // Others' jobs need to reach the working directory.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let config = dir.path().join("flexd.toml");
+    std::fs::write(
+        &config,
+        "kill_grace = \"1s\"\n[limits]\nmax_queued_per_user = 10000000\n",
+    )
+    .unwrap();
+    let socket = dir.path().join("flexd.sock");
+    let log = std::fs::File::create(dir.path().join("flexd.log")).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_flexd"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("--topology")
+        .arg("a100-40gb-x2.toml")
+        .arg("--force-topology")
+        .env(
+            "FLEX_LOG",
+            std::env::var("FLEX_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdin(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "flexd did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Daemon { child, socket, dir }
+}
+
+fn connect(socket: &Path) -> std::io::Result<UnixStream> {
+    let mut s = UnixStream::connect(socket)?;
+    proto::write_frame(
+        &mut s,
+        &Hello {
+            version: proto::PROTOCOL_VERSION,
+            client: "load-bench".into(),
+        },
+    )
+    .map_err(std::io::Error::other)?;
+    match proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME) {
+        Ok(Response::Hello { .. }) => Ok(s),
+        other => Err(std::io::Error::other(format!("{other:?}"))),
+    }
+}
+
+/// One request; the answer may be far larger than a request frame may be.
+fn call(s: &mut UnixStream, req: &Request) -> (Response, usize) {
+    proto::write_frame(s, req).unwrap();
+    let mut len = [0u8; 4];
+    std::io::Read::read_exact(s, &mut len).unwrap();
+    let size = u32::from_be_bytes(len) as usize;
+    let mut body = vec![0u8; size];
+    std::io::Read::read_exact(s, &mut body).unwrap();
+    (serde_json::from_slice(&body).unwrap(), size + 4)
+}
+
+/// A small job as a script-driven user would send it (a short environment).
+fn spec(workdir: &Path, name: &str, leaves: u32, script: &str) -> JobSpec {
+    JobSpec {
+        name: name.into(),
+        script: script.into(),
+        args: vec![],
+        workdir: workdir.to_path_buf(),
+        submit_dir: workdir.to_path_buf(),
+        env: vec![
+            ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+            ("HOME".into(), "/root".into()),
+            ("LANG".into(), "C.UTF-8".into()),
+        ],
+        stdout: Some("/dev/null".into()),
+        stderr: None,
+        request: ResourceRequest::leaves(leaves, 3600),
+        account: None,
+    }
+}
+
+fn submit(s: &mut UnixStream, sp: JobSpec) {
+    match call(s, &Request::Submit(sp)).0 {
+        Response::Submitted { .. } => {}
+        r => panic!("{r:?}"),
+    }
+}
+
+/// Submit `n` jobs from `clients` connections at once; returns the seconds it took.
+fn submit_many(socket: &Path, workdir: &Path, n: usize, clients: usize, tag: &str) -> f64 {
+    let t0 = Instant::now();
+    std::thread::scope(|scope| {
+        for c in 0..clients {
+            let share = n / clients + usize::from(c < n % clients);
+            scope.spawn(move || {
+                let mut s = connect(socket).unwrap();
+                for i in 0..share {
+                    submit(
+                        &mut s,
+                        spec(workdir, &format!("{tag}-{c}-{i}"), 1, "#!/bin/sh\ntrue\n"),
+                    );
+                }
+            });
+        }
+    });
+    t0.elapsed().as_secs_f64()
+}
+
+/// Submit as uid 65534 from a forked child (the benchmark is single-threaded here).
+fn submit_as_nobody(socket: &Path, workdir: &Path, n: usize) -> bool {
+    if !nix::unistd::geteuid().is_root() {
+        return false;
+    }
+    // SAFETY: no other thread runs at this point; the child only makes system calls, submits
+    // and exits.
+    match unsafe { nix::unistd::fork() }.unwrap() {
+        nix::unistd::ForkResult::Child => {
+            let gid = nix::unistd::Gid::from_raw(NOBODY);
+            let ok = nix::unistd::setgroups(&[gid]).is_ok()
+                && nix::unistd::setgid(gid).is_ok()
+                && nix::unistd::setuid(nix::unistd::Uid::from_raw(NOBODY)).is_ok();
+            if ok {
+                let mut s = connect(socket).unwrap();
+                for i in 0..n {
+                    submit(&mut s, spec(workdir, &format!("nobody-{i}"), 1, "true\n"));
+                }
+            }
+            std::process::exit(if ok { 0 } else { 1 });
+        }
+        nix::unistd::ForkResult::Parent { child } => {
+            let status = nix::sys::wait::waitpid(child, None).unwrap();
+            matches!(status, nix::sys::wait::WaitStatus::Exited(_, 0))
+        }
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Time `calls` Queue requests; prints p50/p99 and the answer's size.
+fn queue_latency(socket: &Path, what: &str, f: &QueueFilter, calls: usize, expect: usize) {
+    let mut s = connect(socket).unwrap();
+    let mut ms = Vec::with_capacity(calls);
+    let mut bytes = 0;
+    for _ in 0..calls {
+        let t0 = Instant::now();
+        let (r, n) = call(&mut s, &Request::Queue(f.clone()));
+        ms.push(t0.elapsed().as_secs_f64() * 1e3);
+        bytes = n;
+        match r {
+            Response::Queue(v) => assert_eq!(v.len(), expect, "{what}"),
+            r => panic!("{r:?}"),
+        }
+    }
+    ms.sort_by(f64::total_cmp);
+    println!(
+        "queue {what}: {expect} jobs, {:.1} MB per answer; {calls} calls (ms): p50 {:.1}  \
+         p90 {:.1}  p99 {:.1}  max {:.1}",
+        bytes as f64 / 1e6,
+        percentile(&ms, 0.5),
+        percentile(&ms, 0.9),
+        percentile(&ms, 0.99),
+        ms[calls - 1]
+    );
+}
+
+fn memory(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |k: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    format!("VmRSS {}, VmHWM {}", field("VmRSS:"), field("VmHWM:"))
+}
+
+fn main() {
+    let jobs = env_usize("FLEX_LOAD_JOBS", 100_000);
+    let calls = env_usize("FLEX_LOAD_CALLS", 200);
+    let clients = env_usize("FLEX_LOAD_CLIENTS", 16);
+    let d = start_daemon();
+    let work = d.dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::fs::set_permissions(&work, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    println!("flexd idle: {}", memory(d.child.id()));
+
+    let mut c = connect(&d.socket).unwrap();
+    submit(
+        &mut c,
+        spec(&work, "blocker", 14, "#!/bin/sh\nexec sleep 3600\n"),
+    );
+    let running = QueueFilter {
+        states: vec![JobState::Running],
+        ..QueueFilter::default()
+    };
+    while !matches!(call(&mut c, &Request::Queue(running.clone())).0,
+        Response::Queue(v) if v.len() == 1)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let nobody = submit_as_nobody(&d.socket, &work, NOBODY_JOBS);
+    let secs = submit_many(&d.socket, &work, jobs, clients, "q");
+    let queued = jobs + if nobody { NOBODY_JOBS } else { 0 };
+    println!(
+        "queued {jobs} jobs from {clients} clients in {secs:.1} s ({:.0}/s); \
+         {queued} pending, 1 running",
+        jobs as f64 / secs
+    );
+    // Let the scheduling passes over the new queue settle.
+    std::thread::sleep(Duration::from_secs(2));
+    println!("flexd with {queued} pending: {}", memory(d.child.id()));
+
+    queue_latency(
+        &d.socket,
+        "all (flexq)",
+        &QueueFilter::default(),
+        calls,
+        queued + 1,
+    );
+    if nobody {
+        queue_latency(
+            &d.socket,
+            "one user (flexq -u nobody)",
+            &QueueFilter {
+                users: vec!["nobody".into()],
+                ..QueueFilter::default()
+            },
+            calls,
+            NOBODY_JOBS,
+        );
+    }
+    queue_latency(
+        &d.socket,
+        "one job (flexq -j)",
+        &QueueFilter {
+            jobs: vec![gres_plugin::JobId(2)],
+            ..QueueFilter::default()
+        },
+        calls,
+        1,
+    );
+    println!("flexd after the queries: {}", memory(d.child.id()));
+
+    // Submissions with the long queue in place.
+    let mut ms = Vec::with_capacity(1000);
+    let t0 = Instant::now();
+    for i in 0..1000 {
+        let t = Instant::now();
+        submit(&mut c, spec(&work, &format!("late-{i}"), 1, "true\n"));
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let one = t0.elapsed().as_secs_f64();
+    ms.sort_by(f64::total_cmp);
+    println!(
+        "1000 more, one at a time: {one:.2} s; ack (ms) p50 {:.2}  p99 {:.2}  max {:.2}",
+        percentile(&ms, 0.5),
+        percentile(&ms, 0.99),
+        ms[999]
+    );
+    let many = submit_many(&d.socket, &work, 1000, clients, "late");
+    println!("1000 more from {clients} clients: {many:.2} s");
+    println!("flexd at the end: {}", memory(d.child.id()));
+    // The blocker's supervisor outlives flexd: cancel it first.
+    if let (Response::Queue(v), _) = call(&mut c, &Request::Queue(running)) {
+        let jobs = v.into_iter().map(|j| j.id).collect();
+        call(&mut c, &Request::Cancel { jobs, signal: None });
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+}
