@@ -78,7 +78,9 @@ impl From<&StatusFile> for Outcome {
 
 pub struct State {
     pub cluster: Cluster,
-    jobs: BTreeMap<JobId, Job>,
+    /// Boxed: a `Job` is ~460 bytes and B-tree nodes are about half full, so inline values
+    /// would cost twice that per job in a long queue.
+    jobs: BTreeMap<JobId, Box<Job>>,
     /// The queue as the core takes it.
     pending: Queue,
     /// What the last pass said about each job it left waiting, by id.
@@ -135,15 +137,15 @@ impl State {
     }
 
     pub fn job(&self, id: JobId) -> Option<&Job> {
-        self.jobs.get(&id)
+        self.jobs.get(&id).map(|j| &**j)
     }
 
     pub fn jobs(&self) -> impl Iterator<Item = &Job> {
-        self.jobs.values()
+        self.jobs.values().map(|j| &**j)
     }
 
     pub fn running_jobs(&self) -> impl Iterator<Item = &Job> {
-        self.running.iter().map(|id| &self.jobs[id])
+        self.running.iter().map(|id| &*self.jobs[id])
     }
 
     pub fn pending_count(&self) -> usize {
@@ -236,7 +238,7 @@ impl State {
         match j.start {
             None => {
                 self.pending.push(pending_job(&job));
-                self.jobs.insert(id, job);
+                self.jobs.insert(id, Box::new(job));
                 self.dirty = true;
             }
             Some(stored) => {
@@ -247,7 +249,7 @@ impl State {
                 job.alloc = Some(stored.placement.clone());
                 job.row.alloc = Some(stored);
                 self.running.insert(id);
-                self.jobs.insert(id, job);
+                self.jobs.insert(id, Box::new(job));
                 tracing::debug!("job {id}: started with its submission");
                 self.outbox.push(Effect::Launch(Box::new(launch)));
             }

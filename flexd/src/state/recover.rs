@@ -41,7 +41,7 @@ impl State {
                 JobState::Pending => {
                     *self.queued.entry(job.row.uid).or_insert(0) += 1;
                     self.pending.push(pending_job(&job));
-                    self.jobs.insert(id, job);
+                    self.jobs.insert(id, Box::new(job));
                 }
                 JobState::Running => {
                     *self.queued.entry(job.row.uid).or_insert(0) += 1;
@@ -68,10 +68,10 @@ impl State {
                             tracing::info!("job {id}: re-adopted, supervisor pid {pid}");
                             job.alloc = Some(al);
                             job.row.supervisor_pid = Some(pid);
-                            self.jobs.insert(id, job);
+                            self.jobs.insert(id, Box::new(job));
                         }
                         Err(why) => {
-                            self.jobs.insert(id, job);
+                            self.jobs.insert(id, Box::new(job));
                             let outcome = match found {
                                 Found::Ended(s) => Outcome::from(&s),
                                 Found::Alive(pid) => {
@@ -95,7 +95,7 @@ impl State {
                     }
                 }
                 _ => {
-                    self.jobs.insert(id, job);
+                    self.jobs.insert(id, Box::new(job));
                 }
             }
         }
