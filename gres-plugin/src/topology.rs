@@ -151,7 +151,14 @@ pub fn stable_uuid(prefix: &str, name: &str) -> String {
             (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
         })
     };
-    let (a, b) = (h(0xcbf2_9ce4_8422_2325), h(0x6c62_272e_07bb_0142));
+    // splitmix64's finalizer spreads FNV's small differences (gpu0/leaf1 vs gpu0/leaf2) over
+    // every digit, so neighbouring leaves do not look alike.
+    let mix = |mut z: u64| {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let (a, b) = (mix(h(0xcbf2_9ce4_8422_2325)), mix(h(0x6c62_272e_07bb_0142)));
     let a = (a & !0xf000) | 0x5000; // version 5
     let b = (b & !(0xc000 << 48)) | (0x8000 << 48); // RFC 4122 variant
     format!(
