@@ -49,7 +49,7 @@ pub enum Effect {
 pub struct Job {
     pub row: JobRow,
     /// The scheduler's form of `row.alloc` while it runs.
-    pub alloc: Option<Allocation>,
+    pub alloc: Option<Box<Allocation>>,
     /// Someone asked to cancel it before its supervisor was known.
     pub cancel_pending: Option<u32>,
 }
@@ -246,8 +246,8 @@ impl State {
                 let launch = self.launch(s, id, &stored.placement, limit);
                 job.row.state = JobState::Running;
                 job.row.start_time = Some(j.submit_time);
-                job.alloc = Some(stored.placement.clone());
-                job.row.alloc = Some(stored);
+                job.alloc = Some(Box::new(stored.placement.clone()));
+                job.row.alloc = Some(Box::new(stored));
                 self.running.insert(id);
                 self.jobs.insert(id, Box::new(job));
                 tracing::debug!("job {id}: started with its submission");
@@ -348,8 +348,8 @@ impl State {
         j.row.state = JobState::Running;
         j.row.start_time = Some(now);
         j.row.reason = None;
-        j.row.alloc = Some(stored.clone());
-        j.alloc = Some(alloc);
+        j.row.alloc = Some(Box::new(stored.clone()));
+        j.alloc = Some(Box::new(alloc));
         self.pending.remove(id);
         self.running.insert(id);
         tracing::debug!("job {id}: starting on {}", stored.host);
@@ -519,7 +519,7 @@ impl State {
             start_time: r.start_time,
             end_time: r.end_time,
             request: r.request.clone(),
-            alloc: r.alloc.as_ref().map(StoredAlloc::view),
+            alloc: r.alloc.as_deref().map(StoredAlloc::view),
             reason: match waiting {
                 Some(w) => Some(w.reason.to_string()),
                 None => r.reason.clone(),
@@ -537,7 +537,7 @@ impl State {
                 let j = &self.jobs[id];
                 Some(RunningJob {
                     id: *id,
-                    placement: j.alloc.clone()?,
+                    placement: j.alloc.as_deref()?.clone(),
                     expected_end: j.row.start_time.unwrap_or(now) + j.row.request.time_limit_s,
                 })
             })

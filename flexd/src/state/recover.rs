@@ -66,7 +66,7 @@ impl State {
                     match adopted {
                         Ok((al, pid)) => {
                             tracing::info!("job {id}: re-adopted, supervisor pid {pid}");
-                            job.alloc = Some(al);
+                            job.alloc = Some(Box::new(al));
                             job.row.supervisor_pid = Some(pid);
                             self.jobs.insert(id, Box::new(job));
                         }

@@ -219,7 +219,8 @@ pub struct JobRow {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub reason: Option<String>,
-    pub alloc: Option<StoredAlloc>,
+    /// Boxed: most jobs in memory are pending and have none (it is 128 bytes).
+    pub alloc: Option<Box<StoredAlloc>>,
     pub supervisor_pid: Option<u32>,
     pub master_port: Option<u16>,
 }
@@ -393,7 +394,9 @@ fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
         exit_code: r.get(12)?,
         signal: r.get(13)?,
         reason: r.get(14)?,
-        alloc: alloc.map(|a| json(id, "allocation", &a)).transpose()?,
+        alloc: alloc
+            .map(|a| json(id, "allocation", &a).map(Box::new))
+            .transpose()?,
         supervisor_pid: r.get(16)?,
         master_port: r.get(17)?,
     })

@@ -229,7 +229,7 @@ fn starts_and_ends_are_recorded_and_loaded() {
     let ids: Vec<JobId> = rows.iter().map(|r| r.id).collect();
     assert_eq!(ids, vec![a, b, c]);
     assert_eq!(rows[0].state, JobState::Running);
-    assert_eq!(rows[0].alloc.as_ref(), Some(&alloc));
+    assert_eq!(rows[0].alloc.as_deref(), Some(&alloc));
     assert_eq!(rows[0].supervisor_pid, Some(4242));
     assert_eq!(rows[0].master_port, Some(29500));
     assert_eq!(
