@@ -104,13 +104,36 @@ fn connect(socket: &Path) -> std::io::Result<UnixStream> {
 
 /// One request; the answer may be far larger than a request frame may be.
 fn call(s: &mut UnixStream, req: &Request) -> (Response, usize) {
+    let (r, n, _) = timed_call(s, req);
+    (r, n)
+}
+
+/// Where the time of a call goes, in ms: until the answer's first bytes (flexd builds the whole
+/// frame before it writes it), until its last, and decoding it.
+struct Split {
+    first: f64,
+    read: f64,
+    decode: f64,
+}
+
+fn timed_call(s: &mut UnixStream, req: &Request) -> (Response, usize, Split) {
+    let t0 = Instant::now();
     proto::write_frame(s, req).unwrap();
     let mut len = [0u8; 4];
     std::io::Read::read_exact(s, &mut len).unwrap();
+    let first = t0.elapsed();
     let size = u32::from_be_bytes(len) as usize;
     let mut body = vec![0u8; size];
     std::io::Read::read_exact(s, &mut body).unwrap();
-    (serde_json::from_slice(&body).unwrap(), size + 4)
+    let read = t0.elapsed();
+    let r = serde_json::from_slice(&body).unwrap();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let split = Split {
+        first: ms(first),
+        read: ms(read - first),
+        decode: ms(t0.elapsed() - read),
+    };
+    (r, size + 4, split)
 }
 
 /// A small job as a script-driven user would send it (a short environment).
@@ -196,11 +219,13 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 fn queue_latency(socket: &Path, what: &str, f: &QueueFilter, calls: usize, expect: usize) {
     let mut s = connect(socket).unwrap();
     let mut ms = Vec::with_capacity(calls);
+    let mut splits = Vec::with_capacity(calls);
     let mut bytes = 0;
     for _ in 0..calls {
         let t0 = Instant::now();
-        let (r, n) = call(&mut s, &Request::Queue(f.clone()));
+        let (r, n, split) = timed_call(&mut s, &Request::Queue(f.clone()));
         ms.push(t0.elapsed().as_secs_f64() * 1e3);
+        splits.push(split);
         bytes = n;
         match r {
             Response::Queue(v) => assert_eq!(v.len(), expect, "{what}"),
@@ -208,14 +233,23 @@ fn queue_latency(socket: &Path, what: &str, f: &QueueFilter, calls: usize, expec
         }
     }
     ms.sort_by(f64::total_cmp);
+    let p50 = |f: fn(&Split) -> f64| {
+        let mut v: Vec<f64> = splits.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        percentile(&v, 0.5)
+    };
     println!(
         "queue {what}: {expect} jobs, {:.1} MB per answer; {calls} calls (ms): p50 {:.1}  \
-         p90 {:.1}  p99 {:.1}  max {:.1}",
+         p90 {:.1}  p99 {:.1}  max {:.1}; p50 split: to the first byte {:.1}, rest of the \
+         answer {:.1}, decoding {:.1}",
         bytes as f64 / 1e6,
         percentile(&ms, 0.5),
         percentile(&ms, 0.9),
         percentile(&ms, 0.99),
-        ms[calls - 1]
+        ms[calls - 1],
+        p50(|s| s.first),
+        p50(|s| s.read),
+        p50(|s| s.decode),
     );
 }
 
