@@ -498,3 +498,21 @@ fn pending_jobs_behind_the_head_get_estimated_starts() {
     // c waits behind b (in queue order) until b's limit too
     assert_eq!(view(&st, c).estimated_start, Some(NOW + 2 * limit));
 }
+
+#[test]
+fn answers_are_framed_as_the_protocol_frames_them() {
+    let answers = [
+        Response::Pong,
+        Response::Submitted { job: JobId(7) },
+        Response::error(ErrorKind::LimitExceeded, "max_frame_bytes = 1 \u{e9}\"\n"),
+        Response::Queue(Vec::new()),
+    ];
+    for r in answers {
+        let framed = super::encode(&r).unwrap();
+        assert_eq!(framed, flexsub::proto::encode(&r));
+        let (back, used) = flexsub::proto::decode::<Response>(&framed, framed.len())
+            .unwrap()
+            .unwrap();
+        assert_eq!((back, used), (r, framed.len()));
+    }
+}
