@@ -21,6 +21,10 @@ fn default_socket() -> PathBuf {
         .expect("etc/flexd.toml sets `socket` (a unit test checks it)")
 }
 
+/// The largest answer the commands read: far more than flexd accepts from a client, because
+/// `flexq` over a queue of 100,000 jobs is a 36 MB answer.
+const MAX_REPLY: usize = 1 << 30;
+
 /// How long a call waits for flexd's answer before giving up on it.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -206,7 +210,7 @@ impl Client {
             source,
         };
         proto::write_frame(&mut self.stream, msg).map_err(lost)?;
-        proto::read_frame(&mut self.stream, proto::DEFAULT_MAX_FRAME).map_err(lost)
+        proto::read_frame(&mut self.stream, MAX_REPLY).map_err(lost)
     }
 
     /// Send one request; flexd's error replies come back as [`Error::Daemon`].
@@ -347,6 +351,30 @@ mod tests {
             "protocol version mismatch: client speaks 1, flexd speaks 2"
         );
         assert_eq!(e.exit_code(), crate::error::exit::VERSION_MISMATCH);
+    }
+
+    #[test]
+    fn answers_larger_than_a_request_frame_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let big = "x".repeat(proto::DEFAULT_MAX_FRAME + 1);
+        let sent = big.clone();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let _: Hello = proto::read_frame(&mut s, 1 << 20).unwrap();
+            let hello = Response::Hello {
+                version: PROTOCOL_VERSION,
+                server: "flexd".into(),
+            };
+            proto::write_frame(&mut s, &hello).unwrap();
+            let _: Request = proto::read_frame(&mut s, 1 << 20).unwrap();
+            proto::write_frame(&mut s, &Response::error(ErrorKind::NotFound, sent)).unwrap();
+        });
+        let mut c = Client::connect_to(&path, "flexq").unwrap();
+        let e = c.call(&Request::Ping).unwrap_err();
+        server.join().unwrap();
+        assert_eq!(e.to_string().len(), big.len(), "the whole answer");
     }
 
     #[test]
