@@ -6,7 +6,9 @@
 //!    when the benchmark runs as root),
 //! 2. flexd's memory (VmRSS and VmHWM from /proc/PID/status),
 //! 3. 1,000 more submissions, one at a time on one connection and from 16 clients at once,
-//!    each acknowledged only once committed.
+//!    each acknowledged only once committed;
+//! 4. the flexq binary itself, `flexq -u nobody` and `flexq`, when it is built next to flexd
+//!    (`cargo build --release --workspace` first).
 //!
 //! `cargo bench -p flexd --bench load`; FLEX_LOAD_JOBS (default 100000), FLEX_LOAD_CALLS
 //! (default 200) and FLEX_LOAD_CLIENTS (default 16) change the sizes.
@@ -253,6 +255,43 @@ fn queue_latency(socket: &Path, what: &str, f: &QueueFilter, calls: usize, expec
     );
 }
 
+/// The flexq binary as a user runs it (a new process, the table on stdout), when it was built
+/// next to flexd (`cargo build --release --workspace`).
+fn flexq_latency(d: &Daemon, args: &[&str], calls: usize) {
+    let flexq = Path::new(env!("CARGO_BIN_EXE_flexd")).with_file_name("flexq");
+    if !flexq.exists() || calls == 0 {
+        println!(
+            "flexq {args:?}: not measured ({} is not built)",
+            flexq.display()
+        );
+        return;
+    }
+    let mut ms = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t0 = Instant::now();
+        let out = Command::new(&flexq)
+            .args(args)
+            .env("FLEX_SOCKET", &d.socket)
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        ms.push(t0.elapsed().as_secs_f64() * 1e3);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    ms.sort_by(f64::total_cmp);
+    println!(
+        "flexq {args:?} (the binary, table to /dev/null): {calls} runs (ms): p50 {:.1}  \
+         p90 {:.1}  p99 {:.1}",
+        percentile(&ms, 0.5),
+        percentile(&ms, 0.9),
+        percentile(&ms, 0.99)
+    );
+}
+
 fn memory(pid: u32) -> String {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let field = |k: &str| {
@@ -330,6 +369,8 @@ fn main() {
         calls,
         1,
     );
+    flexq_latency(&d, &["-u", "nobody"], calls.min(50));
+    flexq_latency(&d, &[], calls.min(20));
     println!("flexd after the queries: {}", memory(d.child.id()));
 
     // Submissions with the long queue in place.
