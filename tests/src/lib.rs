@@ -478,6 +478,10 @@ impl From<proto::FrameError> for ClientError {
     }
 }
 
+/// The largest answer the client reads (as the commands: a queue of 100,000 jobs is a 36 MB
+/// answer, more than a request frame may be).
+const MAX_REPLY: usize = 1 << 30;
+
 /// A blocking protocol connection for tests.
 pub struct Client {
     stream: UnixStream,
@@ -515,19 +519,13 @@ impl Client {
                 client: "flex-tests".into(),
             },
         )?;
-        Ok(proto::read_frame(
-            &mut self.stream,
-            proto::DEFAULT_MAX_FRAME,
-        )?)
+        Ok(proto::read_frame(&mut self.stream, MAX_REPLY)?)
     }
 
     /// One request, one response (errors come back as `Response::Error`).
     pub fn request(&mut self, req: &Request) -> Result<Response, ClientError> {
         proto::write_frame(&mut self.stream, req)?;
-        Ok(proto::read_frame(
-            &mut self.stream,
-            proto::DEFAULT_MAX_FRAME,
-        )?)
+        Ok(proto::read_frame(&mut self.stream, MAX_REPLY)?)
     }
 
     /// A request whose error answers become `ClientError::Daemon`.
