@@ -129,7 +129,13 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
         tracing::warn!("{n}");
     }
     match crate::exec::cgroup::probe() {
-        Ok(base) => tracing::info!("each job gets its own cgroup under {}", base.display()),
+        Ok(base) => {
+            tracing::info!("each job gets its own cgroup under {}", base.display());
+            let n = crate::exec::cgroup::sweep(&base);
+            if n > 0 {
+                tracing::info!("removed {n} empty cgroups of jobs whose supervisor is gone");
+            }
+        }
         Err(why) => tracing::warn!(
             "jobs are held by their process group only ({why}): a process that leaves it \
              (setsid) outlives its job"

@@ -213,3 +213,29 @@ fn a_job_whose_supervisor_is_killed_is_killed_whole() {
     let all = d.client().submit(all).unwrap();
     assert_eq!(d.wait_finished(all).state, JobState::Completed);
 }
+
+#[test]
+fn flexd_removes_empty_cgroups_left_by_dead_supervisors() {
+    let mut d = Daemon::start(A100);
+    let log = d.log();
+    let Some(base) = log
+        .lines()
+        .find_map(|l| l.split("each job gets its own cgroup under ").nth(1))
+        .map(|b| PathBuf::from(b.trim()))
+    else {
+        eprintln!("notice: no job cgroups here; nothing to sweep");
+        return;
+    };
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let stale = base.join(format!("job-424242.{dead}"));
+    let live = base.join(format!("job-424243.{}", std::process::id()));
+    for p in [&stale, &live] {
+        std::fs::create_dir(p).unwrap();
+    }
+    d.restart();
+    assert!(!stale.exists(), "{} is left", stale.display());
+    assert!(live.exists(), "the cgroup of a live supervisor was removed");
+    std::fs::remove_dir(&live).unwrap();
+}

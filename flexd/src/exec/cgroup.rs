@@ -83,6 +83,36 @@ pub fn probe() -> Result<PathBuf, String> {
     Ok(base)
 }
 
+/// Remove the empty cgroups below `base` whose supervisor is gone (one killed before it could
+/// remove its own, on a host with no flexd to do it since). Returns how many went.
+pub fn sweep(base: &Path) -> usize {
+    let Ok(dir) = std::fs::read_dir(base) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in dir.flatten() {
+        let path = e.path();
+        let supervisor = e
+            .file_name()
+            .to_str()
+            .filter(|n| n.starts_with("job-"))
+            .and_then(|n| n.rsplit_once('.'))
+            .and_then(|(_, pid)| pid.parse::<u32>().ok());
+        let Some(pid) = supervisor else {
+            continue;
+        };
+        // A live supervisor may not have moved its job in yet: its cgroup is not stale.
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let cg = JobCgroup { path };
+        if !cg.populated() && std::fs::remove_dir(&cg.path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// Is `path` a job cgroup below some cgroup2 mount's `flex` directory? (A run file names it;
 /// flexd writes only to such paths.)
 pub fn is_job_cgroup(path: &Path) -> bool {
