@@ -2,13 +2,15 @@
 //!
 //! 1. Reads the spec, leaves flexd's session (setsid) and forks; the parent prints the
 //!    supervisor's pid for flexd and exits, so the supervisor is re-parented away from flexd.
-//! 2. Starts the job in its own process group. Only the job's process drops privileges
+//! 2. Starts the job in its own process group, and in its own cgroup where the host allows
+//!    ([`super::cgroup`]; joined before anything else). Only the job's process drops privileges
 //!    (groups, gid, uid), enters the working directory and creates its output files as the
 //!    user (O_NOFOLLOW: no writing through a planted symlink); the supervisor stays privileged
 //!    to write the status file. The script is passed in a memfd, so it is readable by the job
 //!    without lying on disk.
 //! 3. Waits for the job, its time limit (SIGTERM to the group, SIGKILL after the grace) or
-//!    SIGTERM from flexd (cancel: the same), then kills what is left of the group.
+//!    SIGTERM from flexd (cancel: the same), then kills what is left of the group and the
+//!    cgroup, and removes the cgroup.
 //! 4. Writes the status file durably, then tells flexd (if it is up) over its socket.
 //!
 //! It must stay single-threaded until the job is spawned: it forks.
