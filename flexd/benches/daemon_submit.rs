@@ -12,95 +12,15 @@
 //! it), FLEX_BENCH_CLIENTS (default 64) and FLEX_BENCH_JOBS (default 60000) change the sizes;
 //! FLEX_LOG is passed to flexd, whose log goes to FLEX_BENCH_DAEMON_LOG when set.
 
-use flexsub::proto::{self, Hello, JobSpec, JobState, QueueFilter, Request, Response};
+mod common;
+use common::{connect, env_usize, percentile, start_daemon};
+use flexsub::proto::{self, JobSpec, JobState, QueueFilter, Request, Response};
 use gres_plugin::{JobId, Request as ResourceRequest};
 use std::io::Write;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // SIGTERM: flexd finishes its commits and exits; jobs were cancelled before.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let _ = self.child.wait();
-    }
-}
-
-fn start_daemon() -> Daemon {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("flexd.toml");
-    std::fs::write(
-        &config,
-        "kill_grace = \"1s\"\n[limits]\nmax_queued_per_user = 10000000\n",
-    )
-    .unwrap();
-    let socket = dir.path().join("flexd.sock");
-    let log_path = std::env::var_os("FLEX_BENCH_DAEMON_LOG")
-        .map_or_else(|| dir.path().join("flexd.log"), PathBuf::from);
-    let log = std::fs::File::create(log_path).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_flexd"))
-        .arg("--config")
-        .arg(&config)
-        .arg("--socket")
-        .arg(&socket)
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .arg("--topology")
-        .arg("a100-40gb-x2.toml")
-        .arg("--force-topology")
-        .env(
-            "FLEX_LOG",
-            std::env::var("FLEX_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .stdin(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while connect(&socket).is_err() {
-        assert!(Instant::now() < deadline, "flexd did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Daemon {
-        child,
-        socket,
-        _dir: dir,
-    }
-}
-
-fn connect(socket: &Path) -> std::io::Result<UnixStream> {
-    let mut s = UnixStream::connect(socket)?;
-    proto::write_frame(
-        &mut s,
-        &Hello {
-            version: proto::PROTOCOL_VERSION,
-            client: "bench".into(),
-        },
-    )
-    .map_err(std::io::Error::other)?;
-    match proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME) {
-        Ok(Response::Hello { .. }) => Ok(s),
-        other => Err(std::io::Error::other(format!("{other:?}"))),
-    }
-}
 
 fn call(s: &mut UnixStream, req: &Request) -> Response {
     proto::write_frame(s, req).unwrap();
@@ -133,10 +53,6 @@ fn job_state(s: &mut UnixStream, job: JobId) -> Option<JobState> {
         Response::Queue(v) => v.first().map(|j| j.state),
         r => panic!("{r:?}"),
     }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 fn latency(n: usize) {

@@ -13,96 +13,17 @@
 //! `cargo bench -p flexd --bench load`; FLEX_LOAD_JOBS (default 100000), FLEX_LOAD_CALLS
 //! (default 200) and FLEX_LOAD_CLIENTS (default 16) change the sizes.
 
-use flexsub::proto::{self, Hello, JobSpec, JobState, QueueFilter, Request, Response};
+mod common;
+use common::{connect, env_usize, percentile, start_daemon, Daemon};
+use flexsub::proto::{self, JobSpec, JobState, QueueFilter, Request, Response};
 use gres_plugin::Request as ResourceRequest;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const NOBODY: u32 = 65534;
 const NOBODY_JOBS: usize = 100;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
-        }
-        let _ = self.child.wait();
-    }
-}
-
-fn start_daemon() -> Daemon {
-    let dir = tempfile::tempdir().unwrap();
-    // Others' jobs need to reach the working directory.
-    std::fs::set_permissions(
-        dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let config = dir.path().join("flexd.toml");
-    std::fs::write(
-        &config,
-        "kill_grace = \"1s\"\n[limits]\nmax_queued_per_user = 10000000\n",
-    )
-    .unwrap();
-    let socket = dir.path().join("flexd.sock");
-    let log = std::fs::File::create(dir.path().join("flexd.log")).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_flexd"))
-        .arg("--config")
-        .arg(&config)
-        .arg("--socket")
-        .arg(&socket)
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .arg("--topology")
-        .arg("a100-40gb-x2.toml")
-        .arg("--force-topology")
-        .env(
-            "FLEX_LOG",
-            std::env::var("FLEX_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .stdin(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while connect(&socket).is_err() {
-        assert!(Instant::now() < deadline, "flexd did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Daemon { child, socket, dir }
-}
-
-fn connect(socket: &Path) -> std::io::Result<UnixStream> {
-    let mut s = UnixStream::connect(socket)?;
-    proto::write_frame(
-        &mut s,
-        &Hello {
-            version: proto::PROTOCOL_VERSION,
-            client: "load-bench".into(),
-        },
-    )
-    .map_err(std::io::Error::other)?;
-    match proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME) {
-        Ok(Response::Hello { .. }) => Ok(s),
-        other => Err(std::io::Error::other(format!("{other:?}"))),
-    }
-}
 
 /// One request; the answer may be far larger than a request frame may be.
 fn call(s: &mut UnixStream, req: &Request) -> (Response, usize) {
@@ -211,10 +132,6 @@ fn submit_as_nobody(socket: &Path, workdir: &Path, n: usize) -> bool {
             matches!(status, nix::sys::wait::WaitStatus::Exited(_, 0))
         }
     }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
 /// Time `calls` Queue requests; prints p50/p99 and the answer's size.
