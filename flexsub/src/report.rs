@@ -3,9 +3,9 @@
 //! host utilization. Computed from the same records as flexacct ([`crate::usage`]), with each
 //! job's run clipped to the period.
 
-use crate::acct::{decimal, fetch, parse_states, period};
+use crate::acct::{decimal, fetch, period, Selection};
 use crate::error::{exit, Error};
-use crate::proto::{AcctQuery, AcctRecord, AcctReply, JobState};
+use crate::proto::{AcctRecord, AcctReply, JobState};
 use crate::usage::{self, Usage};
 use crate::when;
 use clap::{Parser, ValueEnum};
@@ -51,30 +51,8 @@ pub struct Args {
         default_value = "today"
     )]
     pub end: String,
-    /// Only these users' jobs (comma-separated names or uids).
-    #[arg(
-        short = 'u',
-        long = "user",
-        value_delimiter = ',',
-        value_name = "USERS"
-    )]
-    pub users: Vec<String>,
-    /// Only these accounts' jobs (comma-separated).
-    #[arg(
-        short = 'A',
-        long = "accounts",
-        value_delimiter = ',',
-        value_name = "ACCOUNTS"
-    )]
-    pub accounts: Vec<String>,
-    /// Only jobs now in these states (names or codes, comma-separated).
-    #[arg(
-        short = 's',
-        long = "state",
-        value_delimiter = ',',
-        value_name = "STATES"
-    )]
-    pub states: Vec<String>,
+    #[command(flatten)]
+    pub select: Selection,
     /// Print CSV (RFC 4180): one header, one row per line of every report asked.
     #[arg(long, conflicts_with = "json")]
     pub csv: bool,
@@ -438,20 +416,7 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
             when::format(s, now.time_zone())
         )));
     }
-    let q = AcctQuery {
-        start: s,
-        end: e,
-        users: a.users.iter().filter(|u| !u.is_empty()).cloned().collect(),
-        accounts: a
-            .accounts
-            .iter()
-            .filter(|u| !u.is_empty())
-            .cloned()
-            .collect(),
-        states: parse_states(&a.states)?,
-        jobs: Vec::new(),
-        after: None,
-    };
+    let q = a.select.query(s, e, Vec::new())?;
     let reply = fetch(q, "flexreport")?;
     let report = build(&reply, s, e);
     let tz = now.time_zone();

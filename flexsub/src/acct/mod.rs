@@ -40,32 +40,8 @@ pub struct Args {
     /// End of the period [default: now].
     #[arg(short = 'E', long = "endtime", value_name = "TIME")]
     pub end: Option<String>,
-    /// Only these users' jobs (comma-separated names or uids).
-    #[arg(
-        short = 'u',
-        long = "user",
-        alias = "uid",
-        value_delimiter = ',',
-        value_name = "USERS"
-    )]
-    pub users: Vec<String>,
-    /// Only these accounts' jobs (comma-separated).
-    #[arg(
-        short = 'A',
-        long = "accounts",
-        alias = "account",
-        value_delimiter = ',',
-        value_name = "ACCOUNTS"
-    )]
-    pub accounts: Vec<String>,
-    /// Only jobs now in these states: names or codes (PD,R,CD,F,CA,TO,NF), comma-separated.
-    #[arg(
-        short = 's',
-        long = "state",
-        value_delimiter = ',',
-        value_name = "STATES"
-    )]
-    pub states: Vec<String>,
+    #[command(flatten)]
+    pub select: Selection,
     /// Only these jobs (comma-separated ids).
     #[arg(short = 'j', long = "jobs", value_delimiter = ',', value_name = "IDS")]
     pub jobs: Vec<String>,
@@ -94,6 +70,53 @@ pub struct Args {
     /// Every user's jobs (root; other users always see only their own).
     #[arg(short = 'a', long = "allusers")]
     pub allusers: bool,
+}
+
+/// The users, accounts and states flexacct and flexreport select records by.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Selection {
+    /// Only these users' jobs (comma-separated names or uids).
+    #[arg(
+        short = 'u',
+        long = "user",
+        alias = "uid",
+        value_delimiter = ',',
+        value_name = "USERS"
+    )]
+    pub users: Vec<String>,
+    /// Only these accounts' jobs (comma-separated).
+    #[arg(
+        short = 'A',
+        long = "accounts",
+        alias = "account",
+        value_delimiter = ',',
+        value_name = "ACCOUNTS"
+    )]
+    pub accounts: Vec<String>,
+    /// Only jobs now in these states: names or codes (PD,R,CD,F,CA,TO,NF), comma-separated.
+    #[arg(
+        short = 's',
+        long = "state",
+        value_delimiter = ',',
+        value_name = "STATES"
+    )]
+    pub states: Vec<String>,
+}
+
+impl Selection {
+    /// The accounting query for this selection over a period.
+    pub fn query(&self, start: u64, end: u64, jobs: Vec<JobId>) -> Result<AcctQuery, Error> {
+        let given = |v: &[String]| v.iter().filter(|x| !x.is_empty()).cloned().collect();
+        Ok(AcctQuery {
+            start,
+            end,
+            users: given(&self.users),
+            accounts: given(&self.accounts),
+            states: parse_states(&self.states)?,
+            jobs,
+            after: None,
+        })
+    }
 }
 
 /// A record with what flexacct computes from it, for --json.
@@ -215,20 +238,7 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
         "now",
         &now,
     )?;
-    let q = AcctQuery {
-        start,
-        end,
-        users: a.users.iter().filter(|u| !u.is_empty()).cloned().collect(),
-        accounts: a
-            .accounts
-            .iter()
-            .filter(|u| !u.is_empty())
-            .cloned()
-            .collect(),
-        states: parse_states(&a.states)?,
-        jobs: parse_jobs(&a.jobs)?,
-        after: None,
-    };
+    let q = a.select.query(start, end, parse_jobs(&a.jobs)?)?;
     let reply = fetch(q, "flexacct")?;
     if a.json {
         let recs: Vec<JsonRecord> = reply
