@@ -236,6 +236,31 @@ pub fn into_error(r: Response) -> Error {
     }
 }
 
+/// A one-connection stand-in for flexd on a temporary socket, for tests: it takes the client's
+/// Hello, answers it with a Hello of `version` (None: `serve` answers), then runs `serve`.
+#[cfg(test)]
+pub(crate) fn stand_in<T: Send + 'static>(
+    version: Option<u32>,
+    serve: impl FnOnce(&mut std::os::unix::net::UnixStream) -> T + Send + 'static,
+) -> (tempfile::TempDir, PathBuf, std::thread::JoinHandle<T>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let _: proto::Hello = proto::read_frame(&mut s, 1 << 20).unwrap();
+        if let Some(version) = version {
+            let hello = Response::Hello {
+                version,
+                server: "flexd".into(),
+            };
+            proto::write_frame(&mut s, &hello).unwrap();
+        }
+        serve(&mut s)
+    });
+    (dir, path, server)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,14 +360,9 @@ mod tests {
 
     #[test]
     fn flexd_refusing_the_hello_is_a_version_mismatch_with_its_message() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("d.sock");
-        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        let server = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let _: Hello = proto::read_frame(&mut s, 1 << 20).unwrap();
+        let (_dir, path, server) = stand_in(None, |s| {
             let msg = "protocol version mismatch: client speaks 1, flexd speaks 2";
-            proto::write_frame(&mut s, &Response::error(ErrorKind::VersionMismatch, msg)).unwrap();
+            proto::write_frame(s, &Response::error(ErrorKind::VersionMismatch, msg)).unwrap();
         });
         let e = Client::connect_to(&path, "flexq").unwrap_err();
         server.join().unwrap();
@@ -355,21 +375,11 @@ mod tests {
 
     #[test]
     fn answers_larger_than_a_request_frame_are_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("d.sock");
-        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
         let big = "x".repeat(proto::DEFAULT_MAX_FRAME + 1);
         let sent = big.clone();
-        let server = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let _: Hello = proto::read_frame(&mut s, 1 << 20).unwrap();
-            let hello = Response::Hello {
-                version: PROTOCOL_VERSION,
-                server: "flexd".into(),
-            };
-            proto::write_frame(&mut s, &hello).unwrap();
-            let _: Request = proto::read_frame(&mut s, 1 << 20).unwrap();
-            proto::write_frame(&mut s, &Response::error(ErrorKind::NotFound, sent)).unwrap();
+        let (_dir, path, server) = stand_in(Some(PROTOCOL_VERSION), move |s| {
+            let _: Request = proto::read_frame(s, 1 << 20).unwrap();
+            proto::write_frame(s, &Response::error(ErrorKind::NotFound, sent)).unwrap();
         });
         let mut c = Client::connect_to(&path, "flexq").unwrap();
         let e = c.call(&Request::Ping).unwrap_err();
@@ -379,21 +389,7 @@ mod tests {
 
     #[test]
     fn an_older_server_is_a_version_mismatch() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("d.sock");
-        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        let server = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let _: Hello = proto::read_frame(&mut s, 1 << 20).unwrap();
-            proto::write_frame(
-                &mut s,
-                &Response::Hello {
-                    version: PROTOCOL_VERSION + 1,
-                    server: "flexd 9".into(),
-                },
-            )
-            .unwrap();
-        });
+        let (_dir, path, server) = stand_in(Some(PROTOCOL_VERSION + 1), |_| ());
         let e = Client::connect_to(&path, "flexq").unwrap_err();
         server.join().unwrap();
         let msg = e.to_string();

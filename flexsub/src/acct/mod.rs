@@ -303,24 +303,11 @@ mod tests {
 
     #[test]
     fn every_page_is_fetched() {
-        use crate::proto::{self, AcctReply, Hello};
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("d.sock");
-        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        let server = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let _: Hello = proto::read_frame(&mut s, 1 << 20).unwrap();
-            proto::write_frame(
-                &mut s,
-                &Response::Hello {
-                    version: proto::PROTOCOL_VERSION,
-                    server: "flexd".into(),
-                },
-            )
-            .unwrap();
+        use crate::proto::{self, AcctReply};
+        let (_dir, path, server) = crate::client::stand_in(Some(proto::PROTOCOL_VERSION), |s| {
             let mut afters = Vec::new();
             for (ids, more) in [(vec![1, 2], true), (vec![5], false)] {
-                let q = match proto::read_frame::<Request>(&mut s, 1 << 20).unwrap() {
+                let q = match proto::read_frame::<Request>(s, 1 << 20).unwrap() {
                     Request::Accounting(q) => q,
                     other => panic!("{other:?}"),
                 };
@@ -339,7 +326,7 @@ mod tests {
                     jobs,
                     more,
                 };
-                proto::write_frame(&mut s, &Response::Accounting(page)).unwrap();
+                proto::write_frame(s, &Response::Accounting(page)).unwrap();
             }
             afters
         });
