@@ -328,16 +328,22 @@ fn placement_strategies_for_shares() {
     }
 }
 
-// Policies.
-
-#[test]
-fn fifo_head_blocks_everything_behind_it() {
+/// The testbed with a 10-leaf job running until t = 500 (4 leaves free).
+fn testbed_busy_until_500() -> (Cluster, Vec<RunningJob<Allocation>>) {
     let mut c = cluster(&["a100-40gb-x2"]);
     let running = vec![RunningJob {
         id: JobId(100),
         placement: place_and_take(&mut c, &job(100, 10)),
         expected_end: 500,
     }];
+    (c, running)
+}
+
+// Policies.
+
+#[test]
+fn fifo_head_blocks_everything_behind_it() {
+    let (c, running) = testbed_busy_until_500();
     let q = vec![job(1, 8), job(2, 1)];
     let d = schedule(&c, &q, &running, 0, &Policy::fifo());
     assert!(d.starts.is_empty());
@@ -354,12 +360,7 @@ fn fifo_head_blocks_everything_behind_it() {
 
 #[test]
 fn easy_backfills_short_jobs_and_holds_long_ones() {
-    let mut c = cluster(&["a100-40gb-x2"]);
-    let running = vec![RunningJob {
-        id: JobId(100),
-        placement: place_and_take(&mut c, &job(100, 10)),
-        expected_end: 500,
-    }];
+    let (c, running) = testbed_busy_until_500();
     // head needs 14; job 2 ends before 500 → backfills; job 3 runs past 500 → would delay
     let mut short = job(2, 2);
     short.request.time_limit_s = 400;
@@ -395,12 +396,7 @@ fn easy_backfills_short_jobs_and_holds_long_ones() {
 
 #[test]
 fn easy_starts_a_long_job_that_leaves_the_head_room() {
-    let mut c = cluster(&["a100-40gb-x2"]);
-    let running = vec![RunningJob {
-        id: JobId(100),
-        placement: place_and_take(&mut c, &job(100, 10)),
-        expected_end: 500,
-    }];
+    let (c, running) = testbed_busy_until_500();
     // head needs 12 at 500: 14 free then, so a 2-leaf job running long does not delay it
     let d = schedule(
         &c,
