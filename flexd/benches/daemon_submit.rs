@@ -50,7 +50,7 @@ fn job_state(s: &mut UnixStream, job: JobId) -> Option<JobState> {
         ..QueueFilter::default()
     };
     match call(s, &Request::Queue(f)) {
-        Response::Queue(v) => v.first().map(|j| j.state),
+        Response::Queue { jobs, .. } => jobs.first().map(|j| j.state),
         r => panic!("{r:?}"),
     }
 }

@@ -1,9 +1,10 @@
 //! flexd under a long queue: 100,000 pending jobs (a first job holds every leaf, so they all
 //! wait), then
 //!
-//! 1. `Queue` latency for every pending and running job (what `flexq` asks for with no option),
-//!    and for one user's jobs (`flexq -u nobody`: 100 jobs of uid 65534 among the 100,000;
-//!    when the benchmark runs as root),
+//! 1. `QueueRows` latency for every pending and running job (what `flexq` asks for with no
+//!    option), `Queue` for all of them in full (`flexq --json`), and `QueueRows` for one user's
+//!    jobs (`flexq -u nobody`: 100 jobs of uid 65534 among the 100,000; when the benchmark runs
+//!    as root) and for one job (`flexq -j`),
 //! 2. flexd's memory (VmRSS and VmHWM from /proc/PID/status),
 //! 3. 1,000 more submissions, one at a time on one connection and from 16 clients at once,
 //!    each acknowledged only once committed;
@@ -25,38 +26,38 @@ use std::time::{Duration, Instant};
 const NOBODY: u32 = 65534;
 const NOBODY_JOBS: usize = 100;
 
-/// One request; the answer may be far larger than a request frame may be.
-fn call(s: &mut UnixStream, req: &Request) -> (Response, usize) {
-    let (r, n, _) = timed_call(s, req);
-    (r, n)
+/// One request, one answer (not a listing: see [`listing`]).
+fn call(s: &mut UnixStream, req: &Request) -> Response {
+    proto::write_frame(s, req).unwrap();
+    proto::read_frame(s, usize::MAX).unwrap()
 }
 
-/// Where the time of a call goes, in ms: until the answer's first bytes (flexd builds the whole
-/// frame before it writes it), until its last, and decoding it.
-struct Split {
-    first: f64,
-    read: f64,
-    decode: f64,
-}
-
-fn timed_call(s: &mut UnixStream, req: &Request) -> (Response, usize, Split) {
+/// A Queue or QueueRows listing, page after page, decoded as flexq does (QueueRows row by row
+/// with borrowed strings, Queue into JobViews): the jobs, the pages, their bytes and the time
+/// until the first page was read.
+fn listing(s: &mut UnixStream, req: &Request) -> (usize, usize, usize, Duration) {
     let t0 = Instant::now();
     proto::write_frame(s, req).unwrap();
-    let mut len = [0u8; 4];
-    std::io::Read::read_exact(s, &mut len).unwrap();
-    let first = t0.elapsed();
-    let size = u32::from_be_bytes(len) as usize;
-    let mut body = vec![0u8; size];
-    std::io::Read::read_exact(s, &mut body).unwrap();
-    let read = t0.elapsed();
-    let r = serde_json::from_slice(&body).unwrap();
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let split = Split {
-        first: ms(first),
-        read: ms(read - first),
-        decode: ms(t0.elapsed() - read),
-    };
-    (r, size + 4, split)
+    let (mut jobs, mut pages, mut bytes, mut first) = (0, 0, 0, None);
+    loop {
+        let body = proto::read_body(s, usize::MAX).unwrap();
+        first.get_or_insert(t0.elapsed());
+        pages += 1;
+        bytes += 4 + body.len();
+        let next = match proto::read_queue_rows(&body, |_| jobs += 1).unwrap() {
+            Some(next) => next,
+            None => match serde_json::from_slice(&body).unwrap() {
+                Response::Queue { jobs: v, next } => {
+                    jobs += v.len();
+                    next
+                }
+                r => panic!("{r:?}"),
+            },
+        };
+        if next.is_none() {
+            return (jobs, pages, bytes, first.unwrap());
+        }
+    }
 }
 
 /// A small job as a script-driven user would send it (a short environment).
@@ -80,7 +81,7 @@ fn spec(workdir: &Path, name: &str, leaves: u32, script: &str) -> JobSpec {
 }
 
 fn submit(s: &mut UnixStream, sp: JobSpec) {
-    match call(s, &Request::Submit(sp)).0 {
+    match call(s, &Request::Submit(sp)) {
         Response::Submitted { .. } => {}
         r => panic!("{r:?}"),
     }
@@ -134,41 +135,31 @@ fn submit_as_nobody(socket: &Path, workdir: &Path, n: usize) -> bool {
     }
 }
 
-/// Time `calls` Queue requests; prints p50/p99 and the answer's size.
-fn queue_latency(socket: &Path, what: &str, f: &QueueFilter, calls: usize, expect: usize) {
+/// Time `calls` listings (Queue or QueueRows); prints p50/p99 and the answer's size.
+fn queue_latency(socket: &Path, what: &str, req: &Request, calls: usize, expect: usize) {
     let mut s = connect(socket).unwrap();
     let mut ms = Vec::with_capacity(calls);
-    let mut splits = Vec::with_capacity(calls);
-    let mut bytes = 0;
+    let mut firsts = Vec::with_capacity(calls);
+    let (mut pages, mut bytes) = (0, 0);
     for _ in 0..calls {
         let t0 = Instant::now();
-        let (r, n, split) = timed_call(&mut s, &Request::Queue(f.clone()));
+        let (n, p, b, first) = listing(&mut s, req);
         ms.push(t0.elapsed().as_secs_f64() * 1e3);
-        splits.push(split);
-        bytes = n;
-        match r {
-            Response::Queue(v) => assert_eq!(v.len(), expect, "{what}"),
-            r => panic!("{r:?}"),
-        }
+        firsts.push(first.as_secs_f64() * 1e3);
+        assert_eq!(n, expect, "{what}");
+        (pages, bytes) = (p, b);
     }
     ms.sort_by(f64::total_cmp);
-    let p50 = |f: fn(&Split) -> f64| {
-        let mut v: Vec<f64> = splits.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        percentile(&v, 0.5)
-    };
+    firsts.sort_by(f64::total_cmp);
     println!(
-        "queue {what}: {expect} jobs, {:.1} MB per answer; {calls} calls (ms): p50 {:.1}  \
-         p90 {:.1}  p99 {:.1}  max {:.1}; p50 split: to the first byte {:.1}, rest of the \
-         answer {:.1}, decoding {:.1}",
+        "queue {what}: {expect} jobs in {pages} pages, {:.1} MB; {calls} calls (ms): p50 {:.1}  \
+         p90 {:.1}  p99 {:.1}  max {:.1}; first page read after (p50) {:.1}",
         bytes as f64 / 1e6,
         percentile(&ms, 0.5),
         percentile(&ms, 0.9),
         percentile(&ms, 0.99),
         ms[calls - 1],
-        p50(|s| s.first),
-        p50(|s| s.read),
-        p50(|s| s.decode),
+        percentile(&firsts, 0.5),
     );
 }
 
@@ -240,8 +231,8 @@ fn main() {
         states: vec![JobState::Running],
         ..QueueFilter::default()
     };
-    while !matches!(call(&mut c, &Request::Queue(running.clone())).0,
-        Response::Queue(v) if v.len() == 1)
+    while !matches!(call(&mut c, &Request::Queue(running.clone())),
+        Response::Queue { jobs, .. } if jobs.len() == 1)
     {
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -257,21 +248,29 @@ fn main() {
     std::thread::sleep(Duration::from_secs(2));
     println!("flexd with {queued} pending: {}", memory(d.child.id()));
 
+    let rows = |f: QueueFilter| Request::QueueRows(f);
     queue_latency(
         &d.socket,
         "all (flexq)",
-        &QueueFilter::default(),
+        &rows(QueueFilter::default()),
         calls,
+        queued + 1,
+    );
+    queue_latency(
+        &d.socket,
+        "all in full (flexq --json)",
+        &Request::Queue(QueueFilter::default()),
+        calls.min(20),
         queued + 1,
     );
     if nobody {
         queue_latency(
             &d.socket,
             "one user (flexq -u nobody)",
-            &QueueFilter {
+            &rows(QueueFilter {
                 users: vec!["nobody".into()],
                 ..QueueFilter::default()
-            },
+            }),
             calls,
             NOBODY_JOBS,
         );
@@ -279,15 +278,15 @@ fn main() {
     queue_latency(
         &d.socket,
         "one job (flexq -j)",
-        &QueueFilter {
+        &rows(QueueFilter {
             jobs: vec![gres_plugin::JobId(2)],
             ..QueueFilter::default()
-        },
+        }),
         calls,
         1,
     );
     flexq_latency(&d, &["-u", "nobody"], calls.min(50));
-    flexq_latency(&d, &[], calls.min(20));
+    flexq_latency(&d, &[], calls.min(100));
     println!("flexd after the queries: {}", memory(d.child.id()));
 
     // Submissions with the long queue in place.
@@ -310,7 +309,7 @@ fn main() {
     println!("1000 more from {clients} clients: {many:.2} s");
     println!("flexd at the end: {}", memory(d.child.id()));
     // The blocker's supervisor outlives flexd: cancel it first.
-    if let (Response::Queue(v), _) = call(&mut c, &Request::Queue(running)) {
+    if let Response::Queue { jobs: v, .. } = call(&mut c, &Request::Queue(running)) {
         let jobs = v.into_iter().map(|j| j.id).collect();
         call(&mut c, &Request::Cancel { jobs, signal: None });
     }

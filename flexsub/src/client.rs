@@ -2,7 +2,10 @@
 //! one blocking request/response call at a time.
 
 use crate::error::Error;
-use crate::proto::{self, ErrorKind, Hello, Request, Response, PROTOCOL_VERSION};
+use crate::proto::{
+    self, ErrorKind, FrameError, Hello, JobView, QueueFilter, QueueRow, Request, Response,
+    PROTOCOL_VERSION,
+};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -204,13 +207,23 @@ impl Client {
         }
     }
 
-    fn exchange<T: serde::Serialize>(&mut self, msg: &T) -> Result<Response, Error> {
-        let lost = |source| Error::Connection {
+    /// Send one frame; the answer's frame body comes back undecoded.
+    fn send<T: serde::Serialize>(&mut self, msg: &T) -> Result<Vec<u8>, Error> {
+        proto::write_frame(&mut self.stream, msg)
+            .and_then(|()| proto::read_body(&mut self.stream, MAX_REPLY))
+            .map_err(|source| self.lost(source))
+    }
+
+    fn lost(&self, source: FrameError) -> Error {
+        Error::Connection {
             path: self.path.clone(),
             source,
-        };
-        proto::write_frame(&mut self.stream, msg).map_err(lost)?;
-        proto::read_frame(&mut self.stream, MAX_REPLY).map_err(lost)
+        }
+    }
+
+    fn exchange<T: serde::Serialize>(&mut self, msg: &T) -> Result<Response, Error> {
+        let body = self.send(msg)?;
+        serde_json::from_slice(&body).map_err(|e| self.lost(FrameError::Malformed(e.to_string())))
     }
 
     /// Send one request; flexd's error replies come back as [`Error::Daemon`].
@@ -221,6 +234,52 @@ impl Client {
                 message: e.message,
             }),
             r => Ok(r),
+        }
+    }
+
+    /// The next frame's body of an answer in pages.
+    fn next_body(&mut self) -> Result<Vec<u8>, Error> {
+        proto::read_body(&mut self.stream, MAX_REPLY).map_err(|source| self.lost(source))
+    }
+
+    fn decode(&self, body: &[u8]) -> Result<Response, Error> {
+        serde_json::from_slice(body).map_err(|e| self.lost(FrameError::Malformed(e.to_string())))
+    }
+
+    /// Every job the filter selects, in full, page after page.
+    pub fn queue(&mut self, filter: QueueFilter) -> Result<Vec<JobView>, Error> {
+        let mut body = self.send(&Request::Queue(filter))?;
+        let mut all = Vec::new();
+        loop {
+            match self.decode(&body)? {
+                Response::Queue { jobs, next } => {
+                    all.extend(jobs);
+                    if next.is_none() {
+                        return Ok(all);
+                    }
+                }
+                other => return Err(into_error(other)),
+            }
+            body = self.next_body()?;
+        }
+    }
+
+    /// Hand each of flexq's rows for the filter to `each` as it is read, page after page, its
+    /// strings borrowed from the page (a table of 100,000 jobs is made without a copy of them).
+    pub fn queue_rows(
+        &mut self,
+        filter: QueueFilter,
+        mut each: impl FnMut(QueueRow<'_>),
+    ) -> Result<(), Error> {
+        let mut body = self.send(&Request::QueueRows(filter))?;
+        loop {
+            let page = proto::read_queue_rows(&body, &mut each)
+                .map_err(|e| self.lost(FrameError::Malformed(e.to_string())))?;
+            match page {
+                Some(None) => return Ok(()),
+                Some(Some(_)) => body = self.next_body()?,
+                None => return Err(into_error(self.decode(&body)?)),
+            }
         }
     }
 }

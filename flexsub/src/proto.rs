@@ -11,12 +11,14 @@
 use gres_plugin::{JobId, Request as ResourceRequest};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::fmt;
+use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::path::PathBuf;
 
 /// Bumped whenever a frame's meaning changes incompatibly.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Largest frame either side accepts unless configured otherwise (scripts travel in frames).
 pub const DEFAULT_MAX_FRAME: usize = 16 << 20;
@@ -58,6 +60,9 @@ pub struct QueueFilter {
     pub jobs: Vec<JobId>,
     /// Also jobs that ended (within the daemon's retention of finished jobs in the queue view).
     pub include_finished: bool,
+    /// Only jobs with a larger id (how flexd goes on with a long listing).
+    #[serde(default)]
+    pub after: Option<JobId>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -66,7 +71,11 @@ pub enum Request {
     Submit(JobSpec),
     /// Where and when the job would start; queues nothing.
     TestOnly(JobSpec),
+    /// Every selected job in full (`flexq --json`), in pages: see [`Response::Queue`].
     Queue(QueueFilter),
+    /// The selected jobs as flexq's table shows them ([`QueueRow`]s, 70 bytes a job), in pages
+    /// like `Queue`.
+    QueueRows(QueueFilter),
     /// Cancel jobs (no signal), or send them a signal (by number).
     Cancel {
         jobs: Vec<JobId>,
@@ -275,6 +284,277 @@ pub struct JobView {
     pub signal: Option<i32>,
 }
 
+/// One line of flexq's table: what it shows and nothing more. On the wire a JSON array of the
+/// fields in this order. Strings borrow from the text they are read from where they can.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueRow<'a> {
+    pub id: JobId,
+    pub name: Cow<'a, str>,
+    pub user: Cow<'a, str>,
+    pub state: JobState,
+    /// Seconds it has run (so far, or in all).
+    pub elapsed_s: u64,
+    pub time_limit_s: u64,
+    /// What it holds (running) or asks for (pending), as [`units_text`] writes it.
+    pub units: Cow<'a, str>,
+    /// When it started, or for a pending job when it is expected to (seconds since the epoch).
+    pub start: Option<u64>,
+    /// Where it runs or ran.
+    pub host: Option<Cow<'a, str>>,
+    /// Why it waits, or why it ended.
+    pub reason: Option<Cow<'a, str>>,
+}
+
+impl Serialize for QueueRow<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (
+            self.id,
+            &self.name,
+            &self.user,
+            self.state,
+            self.elapsed_s,
+            self.time_limit_s,
+            &self.units,
+            self.start,
+            &self.host,
+            &self.reason,
+        )
+            .serialize(s)
+    }
+}
+
+/// A string that borrows from the input unless it had escapes to undo.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for QueueRow<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        type Wire<'a> = (
+            JobId,
+            Text<'a>,
+            Text<'a>,
+            JobState,
+            u64,
+            u64,
+            Text<'a>,
+            Option<u64>,
+            Option<Text<'a>>,
+            Option<Text<'a>>,
+        );
+        let (id, name, user, state, elapsed_s, time_limit_s, units, start, host, reason) =
+            Wire::deserialize(d)?;
+        Ok(QueueRow {
+            id,
+            name: name.0,
+            user: user.0,
+            state,
+            elapsed_s,
+            time_limit_s,
+            units: units.0,
+            start,
+            host: host.map(|t| t.0),
+            reason: reason.map(|t| t.0),
+        })
+    }
+}
+
+/// flexq's rows: one JSON array of [`QueueRow`]s, kept as its text. flexd writes it straight
+/// from its state and flexq reads it row by row, so that a listing of 100,000 jobs costs
+/// neither side a copy of every job.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct QueueRows(Box<serde_json::value::RawValue>);
+
+impl PartialEq for QueueRows {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl QueueRows {
+    /// Serialize the rows as they come.
+    pub fn new<'a>(rows: impl Iterator<Item = QueueRow<'a>>) -> QueueRows {
+        struct Lazy<I>(std::cell::Cell<Option<I>>);
+        impl<'a, I: Iterator<Item = QueueRow<'a>>> Serialize for Lazy<I> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq(self.0.take().into_iter().flatten())
+            }
+        }
+        let raw = serde_json::value::to_raw_value(&Lazy(std::cell::Cell::new(Some(rows))))
+            .expect("rows always serialize");
+        QueueRows(raw)
+    }
+
+    /// Each row in turn, its strings borrowed from the answer.
+    pub fn for_each<'s>(&'s self, f: impl FnMut(QueueRow<'s>)) -> Result<(), serde_json::Error> {
+        let mut d = serde_json::Deserializer::from_str(self.0.get());
+        serde::Deserializer::deserialize_seq(&mut d, EachRow(f))?;
+        d.end()
+    }
+
+    /// The length of the rows' JSON text.
+    pub fn text_len(&self) -> usize {
+        self.0.get().len()
+    }
+
+    /// All rows at once.
+    pub fn rows(&self) -> Result<Vec<QueueRow<'_>>, serde_json::Error> {
+        let mut v = Vec::new();
+        self.for_each(|r| v.push(r))?;
+        Ok(v)
+    }
+}
+
+/// Hands each row of an array to its function as it is read.
+struct EachRow<F>(F);
+
+impl<'de, F: FnMut(QueueRow<'de>)> serde::de::Visitor<'de> for EachRow<F> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of rows")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(mut self, mut a: A) -> Result<(), A::Error> {
+        while let Some(row) = a.next_element()? {
+            (self.0)(row);
+        }
+        Ok(())
+    }
+}
+
+impl<'de, F: FnMut(QueueRow<'de>)> serde::de::DeserializeSeed<'de> for EachRow<F> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+/// Read a [`Response::QueueRows`] frame body row by row, the rows' strings borrowed from it:
+/// how flexq makes its table without a copy of every job. `Ok(None)`, having read no row,
+/// when the body is another answer (decode it as a [`Response`]); otherwise the page's `next`.
+pub fn read_queue_rows<'a>(
+    body: &'a [u8],
+    f: impl FnMut(QueueRow<'a>),
+) -> Result<Option<Option<JobId>>, serde_json::Error> {
+    /// `{"rows": [...], "next": ...}`, in any order.
+    struct Page<F>(F);
+    impl<'de, F: FnMut(QueueRow<'de>)> serde::de::Visitor<'de> for Page<F> {
+        type Value = Option<JobId>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a page of rows")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            mut self,
+            mut m: A,
+        ) -> Result<Option<JobId>, A::Error> {
+            let (mut rows, mut next) = (false, None);
+            while let Some(key) = m.next_key::<Text<'de>>()? {
+                match &*key.0 {
+                    "rows" if !rows => {
+                        m.next_value_seed(EachRow(&mut self.0))?;
+                        rows = true;
+                    }
+                    "next" if next.is_none() => next = Some(m.next_value::<Option<JobId>>()?),
+                    k => return Err(serde::de::Error::unknown_field(k, &["rows", "next"])),
+                }
+            }
+            match (rows, next) {
+                (true, Some(next)) => Ok(next),
+                (false, _) => Err(serde::de::Error::missing_field("rows")),
+                (true, None) => Err(serde::de::Error::missing_field("next")),
+            }
+        }
+    }
+    impl<'de, F: FnMut(QueueRow<'de>)> serde::de::DeserializeSeed<'de> for Page<F> {
+        type Value = Option<JobId>;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<JobId>, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+    /// `{"QueueRows": page}`, or any other answer.
+    struct Answer<F>(F);
+    impl<'de, F: FnMut(QueueRow<'de>)> serde::de::Visitor<'de> for Answer<F> {
+        type Value = Option<Option<JobId>>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an answer")
+        }
+        fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut m: A,
+        ) -> Result<Self::Value, A::Error> {
+            let Some(variant) = m.next_key::<Text<'de>>()? else {
+                return Ok(None);
+            };
+            if variant.0 == "QueueRows" {
+                m.next_value_seed(Page(self.0)).map(Some)
+            } else {
+                m.next_value::<serde::de::IgnoredAny>()?;
+                Ok(None)
+            }
+        }
+    }
+    let mut d = serde_json::Deserializer::from_slice(body);
+    let page = serde::Deserializer::deserialize_any(&mut d, Answer(f))?;
+    d.end()?;
+    Ok(page)
+}
+
+/// Thousandths as a short decimal (`0.25`, `1`).
+pub fn thousandths(v: u32) -> String {
+    let s = format!("{:.3}", v as f64 / 1000.0);
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// What a job holds, from its units' shares in thousandths (`2` leaves, `0.5gpu`), or, when it
+/// holds nothing, what it asks for (`4`, `gpu=0.5`, `mem=16G`, joined by commas).
+pub fn units_text(held: &[u32], asked: &ResourceRequest) -> String {
+    if !held.is_empty() {
+        return if held.iter().all(|&s| s >= 1000) {
+            held.len().to_string()
+        } else {
+            format!("{}gpu", thousandths(held.iter().sum()))
+        };
+    }
+    let mut s = String::new();
+    let sep = |s: &mut String| {
+        if !s.is_empty() {
+            s.push(',');
+        }
+    };
+    if let Some(n) = asked.leaves {
+        crate::units::push_u64(&mut s, n.into());
+    }
+    if let Some(f) = asked.gpus {
+        sep(&mut s);
+        let _ = write!(s, "gpu={f}");
+    }
+    if let Some(m) = asked.mem_bytes {
+        sep(&mut s);
+        s.push_str("mem=");
+        s.push_str(&crate::units::format_size(m));
+    }
+    s
+}
+
 /// What `--test-only` reports.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WouldStart {
@@ -332,10 +612,27 @@ pub struct ErrorReply {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Response {
-    Hello { version: u32, server: String },
-    Submitted { job: JobId },
+    Hello {
+        version: u32,
+        server: String,
+    },
+    Submitted {
+        job: JobId,
+    },
     WouldStart(WouldStart),
-    Queue(Vec<JobView>),
+    /// One page of a listing, jobs in id order. When `next` names a job, the listing goes on
+    /// after it and flexd sends the next page right behind this one, unasked: a long listing
+    /// never holds flexd up or fills its memory at once, and the client reads page after
+    /// page while flexd makes the next.
+    Queue {
+        jobs: Vec<JobView>,
+        next: Option<JobId>,
+    },
+    /// One page of flexq's rows, paged like `Queue`.
+    QueueRows {
+        rows: QueueRows,
+        next: Option<JobId>,
+    },
     Cancelled(Vec<CancelOutcome>),
     LeafMap(Vec<HostLeaves>),
     Pong,
@@ -397,6 +694,12 @@ pub fn decode<T: DeserializeOwned>(
 
 /// Read one frame (blocking).
 pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read, max: usize) -> Result<T, FrameError> {
+    let body = read_body(r, max)?;
+    serde_json::from_slice(&body).map_err(|e| FrameError::Malformed(e.to_string()))
+}
+
+/// Read one frame's body, undecoded (blocking).
+pub fn read_body(r: &mut impl Read, max: usize) -> Result<Vec<u8>, FrameError> {
     let mut len = [0u8; 4];
     if let Err(e) = r.read_exact(&mut len) {
         return Err(if e.kind() == std::io::ErrorKind::UnexpectedEof {
@@ -411,7 +714,7 @@ pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read, max: usize) -> Result<
     }
     let mut body = vec![0u8; size];
     r.read_exact(&mut body)?;
-    serde_json::from_slice(&body).map_err(|e| FrameError::Malformed(e.to_string()))
+    Ok(body)
 }
 
 /// Write one frame (blocking).
@@ -424,6 +727,98 @@ pub fn write_frame<T: Serialize>(w: &mut impl Write, msg: &T) -> Result<(), Fram
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(id: u64, name: &str, reason: Option<&str>) -> QueueRow<'static> {
+        QueueRow {
+            id: JobId(id),
+            name: Cow::Owned(name.into()),
+            user: Cow::Borrowed("ann"),
+            state: JobState::Pending,
+            elapsed_s: 0,
+            time_limit_s: 60,
+            units: Cow::Borrowed("4"),
+            start: None,
+            host: None,
+            reason: reason.map(|r| Cow::Owned(r.into())),
+        }
+    }
+
+    #[test]
+    fn queue_rows_are_arrays_read_back_borrowed_where_they_can_be() {
+        let rows = vec![
+            row(1, "plain", Some("Resources")),
+            row(2, "say \"hi\"", None),
+        ];
+        let answer = Response::QueueRows {
+            rows: QueueRows::new(rows.clone().into_iter()),
+            next: Some(JobId(2)),
+        };
+        let body = serde_json::to_vec(&answer).unwrap();
+        let text = String::from_utf8(body.clone()).unwrap();
+        assert!(
+            text.starts_with(
+                r#"{"QueueRows":{"rows":[[1,"plain","ann","PENDING",0,60,"4",null,null,"Resources"]"#
+            ),
+            "{text}"
+        );
+        let mut read = Vec::new();
+        assert_eq!(
+            read_queue_rows(&body, |r| read.push(r)).unwrap(),
+            Some(Some(JobId(2)))
+        );
+        assert_eq!(read, rows);
+        assert!(matches!(read[0].name, Cow::Borrowed("plain")));
+        // An escaped string cannot be borrowed; it is unescaped into its own.
+        assert!(matches!(&read[1].name, Cow::Owned(n) if n == "say \"hi\""));
+        // The whole answer decodes as a Response, too.
+        let back: Response = serde_json::from_slice(&body).unwrap();
+        assert_eq!(back, answer);
+        let Response::QueueRows { rows: back, .. } = back else {
+            unreachable!()
+        };
+        assert_eq!(back.rows().unwrap(), rows);
+        // The fields in the other order, and the last page.
+        let last = br#"{"QueueRows":{"next":null,"rows":[]}}"#;
+        assert_eq!(read_queue_rows(last, |_| {}).unwrap(), Some(None));
+    }
+
+    #[test]
+    fn other_answers_are_not_rows() {
+        for answer in [
+            Response::error(ErrorKind::PermissionDenied, "no"),
+            Response::Pong,
+        ] {
+            let body = serde_json::to_vec(&answer).unwrap();
+            let mut n = 0;
+            assert_eq!(read_queue_rows(&body, |_| n += 1).unwrap(), None);
+            assert_eq!(n, 0);
+        }
+        for bad in [
+            &br#"{"QueueRows":{"rows":[[1,"x"]],"next":null}}"#[..],
+            br#"{"QueueRows":{"rows":[],"next":null}} x"#,
+            br#"{"QueueRows":{"rows":[]}}"#,
+            br#"{"QueueRows":{"next":null}}"#,
+            br#"{"QueueRows":{"rows":[],"rows":[],"next":null}}"#,
+            br#"{"QueueRows":[]}"#,
+        ] {
+            let e = read_queue_rows(bad, |_| {});
+            assert!(e.is_err(), "{}: {e:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn units_say_what_is_held_else_what_is_asked() {
+        let mut asked = ResourceRequest::leaves(4, 60);
+        assert_eq!(units_text(&[], &asked), "4");
+        assert_eq!(units_text(&[1000, 1000], &asked), "2");
+        assert_eq!(units_text(&[250, 500], &asked), "0.75gpu");
+        asked.leaves = None;
+        asked.gpus = Some(0.5);
+        asked.mem_bytes = Some(16 << 30);
+        assert_eq!(units_text(&[], &asked), "gpu=0.5,mem=16G");
+        asked.gpus = None;
+        assert_eq!(units_text(&[], &asked), "mem=16G");
+    }
 
     #[test]
     fn frames_round_trip_and_split_anywhere() {

@@ -95,20 +95,16 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
         return Ok(crate::error::exit::OK);
     }
     let f = filter(a)?;
-    let jobs = match Client::connect("flexq")?.call(&Request::Queue(f))? {
-        Response::Queue(j) => j,
-        other => return Err(into_error(other)),
-    };
+    let mut client = Client::connect("flexq")?;
     if a.json {
+        let jobs = client.queue(f)?;
         let text = serde_json::to_string_pretty(&jobs).expect("protocol types serialize");
         writeln!(out, "{text}").map_err(w)?;
     } else {
-        write!(
-            out,
-            "{}",
-            table::queue(&jobs, crate::submit::now(), !a.noheader)
-        )
-        .map_err(w)?;
+        let mut t = table::QueueTable::new(!a.noheader);
+        client.queue_rows(f, |row| t.push(&row))?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+        write!(out, "{t}").and_then(|()| out.flush()).map_err(w)?;
     }
     Ok(crate::error::exit::OK)
 }

@@ -84,14 +84,49 @@ fn slurm_time(t: &str) -> Option<u64> {
 
 /// Format seconds the way squeue does: `M:SS`, `H:MM:SS`, `D-HH:MM:SS`.
 pub fn format_duration(secs: u64) -> String {
+    let mut s = String::new();
+    push_duration(&mut s, secs);
+    s
+}
+
+/// [`format_duration`] onto the end of `out` (flexq writes 200,000 of them).
+pub fn push_duration(out: &mut String, secs: u64) {
     let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    let two = |out: &mut String, v: u64| {
+        out.push(char::from(b'0' + (v / 10) as u8));
+        out.push(char::from(b'0' + (v % 10) as u8));
+    };
     if d > 0 {
-        format!("{d}-{h:02}:{m:02}:{s:02}")
+        push_u64(out, d);
+        out.push('-');
+        two(out, h);
+        out.push(':');
     } else if h > 0 {
-        format!("{h}:{m:02}:{s:02}")
-    } else {
-        format!("{m}:{s:02}")
+        push_u64(out, h);
+        out.push(':');
     }
+    if d > 0 || h > 0 {
+        two(out, m);
+    } else {
+        push_u64(out, m);
+    }
+    out.push(':');
+    two(out, s);
+}
+
+/// A number in decimal onto the end of `out`, without the formatting machinery.
+pub fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.push_str(std::str::from_utf8(&digits[i..]).expect("ASCII digits"));
 }
 
 /// The unit a size without a suffix is counted in.

@@ -522,10 +522,24 @@ impl Client {
         Ok(proto::read_frame(&mut self.stream, MAX_REPLY)?)
     }
 
-    /// One request, one response (errors come back as `Response::Error`).
+    /// One request, one response (errors come back as `Response::Error`); the pages of a
+    /// `Queue` listing are read and joined into one.
     pub fn request(&mut self, req: &Request) -> Result<Response, ClientError> {
         proto::write_frame(&mut self.stream, req)?;
-        Ok(proto::read_frame(&mut self.stream, MAX_REPLY)?)
+        let mut r = proto::read_frame(&mut self.stream, MAX_REPLY)?;
+        while let Response::Queue {
+            jobs,
+            next: Some(_),
+        } = &mut r
+        {
+            let mut all = std::mem::take(jobs);
+            r = proto::read_frame(&mut self.stream, MAX_REPLY)?;
+            if let Response::Queue { jobs, .. } = &mut r {
+                all.append(jobs);
+                *jobs = all;
+            }
+        }
+        Ok(r)
     }
 
     /// A request whose error answers become `ClientError::Daemon`.
@@ -548,7 +562,7 @@ impl Client {
 
     pub fn queue(&mut self, filter: QueueFilter) -> Result<Vec<JobView>, ClientError> {
         match self.call(&Request::Queue(filter))? {
-            Response::Queue(v) => Ok(v),
+            Response::Queue { jobs, .. } => Ok(jobs),
             other => Err(ClientError::Unexpected(Box::new(other))),
         }
     }

@@ -140,16 +140,24 @@ fn request(blocker: JobId) -> impl Strategy<Value = Request> {
             prop::collection::vec(any_string(), 0..3),
             prop::collection::vec(prop::sample::select(JobState::ALL.to_vec()), 0..3),
             ids.clone(),
+            any::<bool>(),
+            prop::option::of(any::<u64>().prop_map(JobId)),
             any::<bool>()
         )
-            .prop_map(|(users, states, jobs, include_finished)| Request::Queue(
-                QueueFilter {
+            .prop_map(|(users, states, jobs, include_finished, after, rows)| {
+                let f = QueueFilter {
                     users,
                     states,
                     jobs,
-                    include_finished
+                    include_finished,
+                    after,
+                };
+                if rows {
+                    Request::QueueRows(f)
+                } else {
+                    Request::Queue(f)
                 }
-            )),
+            }),
         // Never the job that keeps everything pending.
         (
             ids.clone(),

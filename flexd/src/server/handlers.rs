@@ -7,11 +7,11 @@
 use crate::config::Settings;
 use crate::exec::files::StatusFile;
 use crate::sched::{self, Model, PendingJob, Reason};
-use crate::state::{Outcome, State};
+use crate::state::{Job, Outcome, State};
 use crate::store::{NewJob, StoredAlloc};
 use flexsub::proto::{
-    CancelOutcome, ErrorKind, HostLeaves, JobSpec, LeafMapEntry, QueueFilter, Request, Response,
-    WouldStart,
+    CancelOutcome, ErrorKind, HostLeaves, JobSpec, JobView, LeafMapEntry, QueueFilter, QueueRows,
+    Request, Response, WouldStart,
 };
 use gres_plugin::JobId;
 use std::collections::HashMap;
@@ -41,7 +41,20 @@ fn err(kind: ErrorKind, message: impl Into<String>) -> Response {
 pub fn handle(s: &Settings, st: &mut State, peer: &Peer, req: Request, now: u64) -> Response {
     match req {
         Request::TestOnly(spec) => test_only(s, st, peer, spec, now),
-        Request::Queue(f) => queue(st, &f),
+        Request::Queue(f) => {
+            let mut sel = selected(st, &f).peekable();
+            let jobs: Vec<JobView> = sel.by_ref().take(PAGE).map(|j| st.view(j)).collect();
+            let next = sel.peek().and(jobs.last()).map(|j| j.id);
+            Response::Queue { jobs, next }
+        }
+        Request::QueueRows(f) => {
+            let mut sel = selected(st, &f).peekable();
+            let mut last = None;
+            let page = sel.by_ref().take(PAGE).inspect(|j| last = Some(j.row.id));
+            let rows = QueueRows::new(st.queue_rows(page, now));
+            let next = sel.peek().and(last);
+            Response::QueueRows { rows, next }
+        }
         Request::Cancel { jobs, signal } => cancel(st, peer, &jobs, signal, now),
         Request::LeafMap => leaf_map(st),
         Request::Ping => Response::Pong,
@@ -223,27 +236,43 @@ pub fn test_only(s: &Settings, st: &mut State, peer: &Peer, spec: JobSpec, now: 
     }
 }
 
+/// Jobs in one page of a listing: small enough that making one holds the state for a few ms.
+pub const PAGE: usize = 4096;
+
 /// The jobs the filter selects, by id. Finished jobs appear with `include_finished`, or when
 /// the filter names them or their state.
-pub fn queue(st: &State, f: &QueueFilter) -> Response {
-    let views = st
-        .jobs()
-        .filter(|j| {
-            let r = &j.row;
-            (f.users.is_empty()
-                || f.users
-                    .iter()
-                    .any(|u| *u == r.user || *u == r.uid.to_string()))
-                && (f.states.is_empty() || f.states.contains(&r.state))
-                && (f.jobs.is_empty() || f.jobs.contains(&r.id))
-                && (!r.state.is_finished()
-                    || f.include_finished
-                    || f.jobs.contains(&r.id)
-                    || f.states.contains(&r.state))
-        })
-        .map(|j| st.view(j))
-        .collect();
-    Response::Queue(views)
+fn selected<'a>(st: &'a State, f: &'a QueueFilter) -> impl Iterator<Item = &'a Job> + 'a {
+    st.jobs_after(f.after).filter(|j| {
+        let r = &j.row;
+        (f.users.is_empty()
+            || f.users
+                .iter()
+                .any(|u| *u == r.user || u.parse::<u32>() == Ok(r.uid)))
+            && (f.states.is_empty() || f.states.contains(&r.state))
+            && (f.jobs.is_empty() || f.jobs.contains(&r.id))
+            && (!r.state.is_finished()
+                || f.include_finished
+                || f.jobs.contains(&r.id)
+                || f.states.contains(&r.state))
+    })
+}
+
+/// The request for the page after `page`, when `page` is one of a listing that goes on.
+pub fn next_page(filter: Option<QueueFilter>, page: &Response) -> Option<Request> {
+    let (rows, after) = match page {
+        Response::Queue { next, .. } => (false, (*next)?),
+        Response::QueueRows { next, .. } => (true, (*next)?),
+        _ => return None,
+    };
+    let f = QueueFilter {
+        after: Some(after),
+        ..filter?
+    };
+    Some(if rows {
+        Request::QueueRows(f)
+    } else {
+        Request::Queue(f)
+    })
 }
 
 /// Cancel jobs, or send them a signal. Users may cancel only their own jobs; root any. Each

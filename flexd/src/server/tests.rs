@@ -323,7 +323,7 @@ fn the_queue_view_filters() {
     st.schedule(&s, NOW);
     let ids = |st: &mut State, f: QueueFilter| -> Vec<JobId> {
         match handlers::handle(&s, st, &peer(1000, "ana"), Request::Queue(f), NOW) {
-            Response::Queue(v) => v.into_iter().map(|j| j.id).collect(),
+            Response::Queue { jobs, .. } => jobs.into_iter().map(|j| j.id).collect(),
             r => panic!("{r:?}"),
         }
     };
@@ -355,6 +355,57 @@ fn the_queue_view_filters() {
     assert_eq!(ids(&mut st, named), vec![a, c]);
     st.prune_finished(NOW + 1);
     assert!(st.job(c).is_none());
+}
+
+#[test]
+fn long_listings_come_in_pages_that_go_on_after_the_last_job() {
+    let s = Settings::defaults();
+    let (mut st, _) = state(0);
+    let ana = peer(1000, "ana");
+    let n = 2 * handlers::PAGE as u64 + 1;
+    let first = submit(&s, &mut st, &ana, 1, 14);
+    for id in 2..=n {
+        submit(&s, &mut st, &ana, id, 1);
+    }
+    st.schedule(&s, NOW);
+    for rows in [false, true] {
+        let f = QueueFilter::default();
+        let mut req = Some(if rows {
+            Request::QueueRows(f)
+        } else {
+            Request::Queue(f)
+        });
+        let (mut ids, mut pages) = (Vec::new(), 0);
+        while let Some(r) = req.take() {
+            let filter = match &r {
+                Request::Queue(f) | Request::QueueRows(f) => Some(f.clone()),
+                _ => None,
+            };
+            let page = handlers::handle(&s, &mut st, &ana, r, NOW + 65);
+            match &page {
+                Response::Queue { jobs, next } => {
+                    ids.extend(jobs.iter().map(|j| j.id));
+                    assert_eq!(*next, next.and(jobs.last().map(|j| j.id)));
+                }
+                Response::QueueRows { rows, .. } => {
+                    let rows = rows.rows().unwrap();
+                    if pages == 0 {
+                        // The running job, then one a pass left waiting.
+                        assert_eq!((rows[0].id, rows[0].elapsed_s), (first, 65));
+                        assert_eq!(rows[0].host.as_deref(), Some("a100-testbed"));
+                        assert_eq!(rows[1].reason.as_deref(), Some("Resources"));
+                        assert!(rows[1].start.is_some());
+                    }
+                    ids.extend(rows.iter().map(|r| r.id));
+                }
+                r => panic!("{r:?}"),
+            }
+            pages += 1;
+            req = handlers::next_page(filter, &page);
+        }
+        assert_eq!(pages, 3, "rows: {rows}");
+        assert_eq!(ids, (1..=n).map(JobId).collect::<Vec<_>>(), "rows: {rows}");
+    }
 }
 
 #[test]
@@ -505,7 +556,14 @@ fn answers_are_framed_as_the_protocol_frames_them() {
         Response::Pong,
         Response::Submitted { job: JobId(7) },
         Response::error(ErrorKind::LimitExceeded, "max_frame_bytes = 1 \u{e9}\"\n"),
-        Response::Queue(Vec::new()),
+        Response::Queue {
+            jobs: Vec::new(),
+            next: None,
+        },
+        Response::QueueRows {
+            rows: flexsub::proto::QueueRows::new(std::iter::empty()),
+            next: Some(JobId(3)),
+        },
     ];
     for r in answers {
         let framed = super::encode(&r).unwrap();

@@ -13,9 +13,10 @@ use crate::exec::launch::Launch;
 use crate::sched::{self, Allocation, Cluster, Decisions, Model, PendingJob, Reason, RunningJob};
 use crate::store::writer::{End, Op};
 use crate::store::{JobRow, NewJob, StoredAlloc};
-use flexsub::proto::{JobState, JobView};
+use flexsub::proto::{units_text, JobState, JobView, QueueRow};
 use gres_plugin::env::EnvUnit;
 use gres_plugin::JobId;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -142,6 +143,13 @@ impl State {
 
     pub fn jobs(&self) -> impl Iterator<Item = &Job> {
         self.jobs.values().map(|j| &**j)
+    }
+
+    /// Jobs with a larger id than `after` (all with None), by id.
+    pub fn jobs_after(&self, after: Option<JobId>) -> impl Iterator<Item = &Job> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let from = after.map_or(Unbounded, Excluded);
+        self.jobs.range((from, Unbounded)).map(|(_, j)| &**j)
     }
 
     pub fn running_jobs(&self) -> impl Iterator<Item = &Job> {
@@ -497,17 +505,19 @@ impl State {
         q
     }
 
-    /// A job as flexq shows it; a pending job with what the last pass said about it.
+    /// What the last pass said about a pending job.
+    fn waiting(&self, r: &JobRow) -> Option<&sched::Pending> {
+        if r.state != JobState::Pending {
+            return None;
+        }
+        let i = self.waiting.binary_search_by_key(&r.id, |p| p.job).ok()?;
+        Some(&self.waiting[i])
+    }
+
+    /// A job in full (flexq --json); a pending job with what the last pass said about it.
     pub fn view(&self, j: &Job) -> JobView {
         let r = &j.row;
-        let waiting = (r.state == JobState::Pending)
-            .then(|| {
-                self.waiting
-                    .binary_search_by_key(&r.id, |p| p.job)
-                    .ok()
-                    .map(|i| &self.waiting[i])
-            })
-            .flatten();
+        let waiting = self.waiting(r);
         JobView {
             id: r.id,
             name: r.name.clone(),
@@ -527,6 +537,58 @@ impl State {
             estimated_start: waiting.and_then(|w| w.estimated_start),
             exit_code: r.exit_code,
             signal: r.signal,
+        }
+    }
+
+    /// Jobs as flexq's table shows them; `jobs` in increasing id order, so that what the last
+    /// pass said about them is found by walking alongside.
+    pub fn queue_rows<'a>(
+        &'a self,
+        jobs: impl Iterator<Item = &'a Job>,
+        now: u64,
+    ) -> impl Iterator<Item = QueueRow<'a>> {
+        let mut next = 0;
+        jobs.map(move |j| {
+            let r = &j.row;
+            let mut waiting = None;
+            if r.state == JobState::Pending {
+                // Most often the very next entry: a pass leaves most pending jobs waiting.
+                let rest = &self.waiting[next..];
+                if rest.first().is_some_and(|p| p.job < r.id) {
+                    next += rest.partition_point(|p| p.job < r.id);
+                }
+                waiting = self.waiting.get(next).filter(|p| p.job == r.id);
+                next += usize::from(waiting.is_some());
+            }
+            Self::queue_row(r, waiting, now)
+        })
+    }
+
+    fn queue_row<'a>(r: &'a JobRow, waiting: Option<&sched::Pending>, now: u64) -> QueueRow<'a> {
+        let alloc = r.alloc.as_deref();
+        let shares: Vec<u32> =
+            alloc.map_or_else(Vec::new, |a| a.units.iter().map(|u| u.share).collect());
+        QueueRow {
+            id: r.id,
+            name: Cow::Borrowed(&r.name),
+            user: Cow::Borrowed(&r.user),
+            state: r.state,
+            elapsed_s: match (r.start_time, r.end_time) {
+                (Some(s), Some(e)) => e.saturating_sub(s),
+                (Some(s), None) => now.saturating_sub(s),
+                _ => 0,
+            },
+            time_limit_s: r.request.time_limit_s,
+            units: Cow::Owned(units_text(&shares, &r.request)),
+            start: match waiting {
+                Some(w) => w.estimated_start,
+                None => r.start_time,
+            },
+            host: alloc.map(|a| Cow::Borrowed(a.host.as_str())),
+            reason: match waiting {
+                Some(w) => Some(Cow::Owned(w.reason.to_string())),
+                None => r.reason.as_deref().map(Cow::Borrowed),
+            },
         }
     }
 
