@@ -31,7 +31,7 @@ fn build(path: &std::path::Path) {
             args: vec![],
             workdir: "/".into(),
             submit_dir: "/".into(),
-            env: vec![],
+            env: vec![].into(),
             stdout: None,
             stderr: None,
             request: Request::leaves(leaves, 3600),

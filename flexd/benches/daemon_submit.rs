@@ -68,7 +68,9 @@ fn latency(n: usize) {
             stamp.display()
         );
         let mut sp = spec(script, work.path(), 1);
-        sp.env.push(("LC_ALL".into(), "C".into()));
+        sp.env = std::env::vars()
+            .chain([("LC_ALL".into(), "C".into())])
+            .collect();
         let t0 = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
         let job = match call(&mut c, &Request::Submit(sp)) {
             Response::Submitted { job } => job,

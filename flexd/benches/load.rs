@@ -72,7 +72,8 @@ fn spec(workdir: &Path, name: &str, leaves: u32, script: &str) -> JobSpec {
             ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
             ("HOME".into(), "/root".into()),
             ("LANG".into(), "C.UTF-8".into()),
-        ],
+        ]
+        .into(),
         stdout: Some("/dev/null".into()),
         stderr: None,
         request: ResourceRequest::leaves(leaves, 3600),

@@ -44,12 +44,67 @@ pub struct JobSpec {
     /// Where flexsub ran.
     pub submit_dir: PathBuf,
     /// The submitting environment, as sbatch's `--export=ALL`.
-    pub env: Vec<(String, String)>,
+    pub env: Env,
     /// stdout/stderr path patterns (`%j` job id, `%x` name, `%u` user); relative to workdir.
     pub stdout: Option<String>,
     pub stderr: Option<String>,
     pub request: ResourceRequest,
     pub account: Option<String>,
+}
+
+/// A job's environment: `[name, value]` pairs, kept as their JSON text. It is most of a
+/// submission's bytes: flexd checks it and stores it as it came, without taking it apart into
+/// a string per name and value; the job's supervisor does, when it starts the job. Its Debug
+/// form shows only its size, so that it never reaches a log.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Env(Box<serde_json::value::RawValue>);
+
+impl Env {
+    /// The environment as stored: the JSON text of its pairs.
+    pub fn from_json(text: String) -> Result<Env, serde_json::Error> {
+        serde_json::value::RawValue::from_string(text).map(Env)
+    }
+
+    pub fn json(&self) -> &str {
+        self.0.get()
+    }
+
+    /// Each name and value in turn, borrowed from the text where they have no escapes;
+    /// `f`'s first error stops the walk and is returned.
+    pub fn check(&self, mut f: impl FnMut(&str, &str) -> Result<(), String>) -> Result<(), String> {
+        let pairs: Vec<(Text<'_>, Text<'_>)> = serde_json::from_str(self.json())
+            .map_err(|e| format!("the environment is not a list of [name, value] pairs: {e}"))?;
+        pairs.iter().try_for_each(|(k, v)| f(&k.0, &v.0))
+    }
+
+    pub fn pairs(&self) -> Result<Vec<(String, String)>, serde_json::Error> {
+        serde_json::from_str(self.json())
+    }
+}
+
+impl FromIterator<(String, String)> for Env {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(pairs: I) -> Env {
+        let pairs: Vec<(String, String)> = pairs.into_iter().collect();
+        Env(serde_json::value::to_raw_value(&pairs).expect("strings serialize"))
+    }
+}
+
+impl From<Vec<(String, String)>> for Env {
+    fn from(pairs: Vec<(String, String)>) -> Env {
+        pairs.into_iter().collect()
+    }
+}
+
+impl PartialEq for Env {
+    fn eq(&self, other: &Env) -> bool {
+        self.json() == other.json()
+    }
+}
+
+impl fmt::Debug for Env {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Env({} bytes)", self.json().len())
+    }
 }
 
 /// Which jobs flexq shows; empty lists mean "all".

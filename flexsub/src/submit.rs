@@ -224,7 +224,7 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
         args,
         workdir,
         submit_dir: cwd.to_path_buf(),
-        env,
+        env: env.into(),
         stdout: s.stdout.clone(),
         stderr: s.stderr.clone(),
         request,

@@ -109,6 +109,8 @@ fn an_sbatch_script_is_submitted_with_its_directives_and_environment() {
     assert_eq!(spec.workdir.canonicalize().unwrap(), cwd);
     assert!(spec
         .env
+        .pairs()
+        .unwrap()
         .contains(&("FLEX_TEST_MARK".to_string(), "exported".to_string())));
 }
 

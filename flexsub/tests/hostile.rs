@@ -339,7 +339,7 @@ fn a_submission() -> Request {
         args: vec!["a".into()],
         workdir: "/tmp".into(),
         submit_dir: "/tmp".into(),
-        env: vec![("PATH".into(), "/bin".into())],
+        env: vec![("PATH".into(), "/bin".into())].into(),
         stdout: Some("out-%j".into()),
         stderr: None,
         request: ResourceRequest::leaves(2, 60),

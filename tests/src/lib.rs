@@ -437,7 +437,8 @@ pub fn script_job(script: &str, workdir: &Path) -> JobSpec {
         env: vec![
             ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
             ("FLEX_E2E".into(), "1".into()),
-        ],
+        ]
+        .into(),
         stdout: None,
         stderr: None,
         request: ResourceRequest::leaves(1, 3600),

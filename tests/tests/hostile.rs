@@ -119,7 +119,7 @@ fn job_spec() -> impl Strategy<Value = JobSpec> {
                 args,
                 workdir: dir.clone().into(),
                 submit_dir: dir.into(),
-                env,
+                env: env.into(),
                 stdout: out.clone(),
                 stderr: out,
                 request,

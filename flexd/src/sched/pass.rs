@@ -4,6 +4,7 @@ use super::{
     Decisions, Model, Pending, PendingJob, Policy, PolicyKind, Reason, Reservation, RunningJob,
     Start, Time,
 };
+use gres_plugin::JobId;
 
 /// One scheduling pass. `model` is the free state with every running job already occupying
 /// its placement; `queue` may be in any order (it is ordered by priority, then id).
@@ -179,7 +180,25 @@ pub fn estimate_starts<M: Model>(
     use std::cmp::Reverse;
     use std::collections::{BinaryHeap, HashMap};
 
-    let by_id: HashMap<_, _> = queue.iter().map(|j| (j.id, j)).collect();
+    // Only the jobs looked at below: those the pass started and the first `depth` pending
+    // ones. They come first in a queue given in order, so the walk usually stops early.
+    let mut by_id: HashMap<JobId, Option<&PendingJob>> = decisions
+        .starts
+        .iter()
+        .map(|s| s.job)
+        .chain(decisions.pending.iter().take(depth).map(|p| p.job))
+        .map(|id| (id, None))
+        .collect();
+    let mut missing = by_id.len();
+    for j in queue {
+        if missing == 0 {
+            break;
+        }
+        if let Some(slot @ None) = by_id.get_mut(&j.id) {
+            *slot = Some(j);
+            missing -= 1;
+        }
+    }
     let mut state = model.clone();
     let mut held: Vec<M::Placement> = Vec::new();
     let mut events: BinaryHeap<Reverse<(Time, usize)>> = BinaryHeap::new();
@@ -188,7 +207,9 @@ pub fn estimate_starts<M: Model>(
         held.push(r.placement.clone());
     }
     for s in &decisions.starts {
-        let Some(j) = by_id.get(&s.job) else { continue };
+        let Some(j) = by_id.get(&s.job).copied().flatten() else {
+            continue;
+        };
         state.occupy(&s.placement);
         events.push(Reverse((now + j.request.time_limit_s, held.len())));
         held.push(s.placement.clone());
@@ -198,7 +219,7 @@ pub fn estimate_starts<M: Model>(
         if matches!(pending.reason, Reason::Unsatisfiable(_)) {
             continue;
         }
-        let Some(job) = by_id.get(&pending.job) else {
+        let Some(job) = by_id.get(&pending.job).copied().flatten() else {
             continue;
         };
         let mut placed = state.place(job);

@@ -151,7 +151,7 @@ mod tests {
             args: vec![],
             workdir: "/".into(),
             submit_dir: "/".into(),
-            env: vec![],
+            env: vec![].into(),
             stdout: None,
             stderr: None,
             request: ResourceRequest::leaves(1, 60),

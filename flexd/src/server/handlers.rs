@@ -103,13 +103,17 @@ fn validate(s: &Settings, st: &State, peer: &Peer, mut spec: JobSpec) -> Result<
             ));
         }
     }
-    for (k, v) in &spec.env {
+    let env = spec.env.check(|k, v| {
         if k.is_empty() || k.contains('=') || k.contains('\0') {
-            return invalid(format!("environment variable name {k:?} is not valid"));
+            return Err(format!("environment variable name {k:?} is not valid"));
         }
         if v.contains('\0') {
-            return invalid(format!("environment variable {k} contains a NUL byte"));
+            return Err(format!("environment variable {k} contains a NUL byte"));
         }
+        Ok(())
+    });
+    if let Err(e) = env {
+        return invalid(e);
     }
     if let Some(a) = spec.args.iter().find(|a| a.contains('\0')) {
         return invalid(format!("script argument {a:?} contains a NUL byte"));

@@ -495,11 +495,11 @@ pub async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>)
         if started > 0 || took > Duration::from_millis(5) {
             tracing::debug!("scheduling pass started {started} jobs in {took:?}");
         }
-        // A long queue makes long passes: leave the clients twice the time a pass took, so
-        // passes over a long queue take at most a third of a core.
-        if took > Duration::from_millis(2) {
-            tokio::time::sleep(2 * took).await;
-        }
+        // Leave the clients twice the time a pass took, and at least 5 ms: under a stream of
+        // submissions (each one a change) passes take at most a third of a core, and at most
+        // 200 a second when the queue is short. Jobs that fit when submitted start with their
+        // commit, without waiting for a pass.
+        tokio::time::sleep((2 * took).max(Duration::from_millis(5))).await;
     }
 }
 

@@ -9,7 +9,7 @@ use crate::sched::{Cluster, ClusterConfig};
 use crate::state::{Effect, Found, Signaller, State};
 use crate::store::writer::Op;
 use crate::store::JobRow;
-use flexsub::proto::{ErrorKind, JobSpec, JobState, QueueFilter, Request, Response};
+use flexsub::proto::{Env, ErrorKind, JobSpec, JobState, QueueFilter, Request, Response};
 use gres_plugin::{JobId, Request as ResourceRequest};
 use std::sync::{Arc, Mutex};
 
@@ -65,7 +65,7 @@ fn spec(leaves: u32) -> JobSpec {
         args: vec![],
         workdir: "/tmp".into(),
         submit_dir: "/tmp".into(),
-        env: vec![],
+        env: vec![].into(),
         stdout: None,
         stderr: None,
         request: ResourceRequest::leaves(leaves, 600),
@@ -167,9 +167,21 @@ fn submissions_are_refused_with_the_reason() {
     assert_eq!(k, ErrorKind::LimitExceeded);
     assert!(m.contains("max_time_limit = 7days"), "{m}");
     let mut sp = spec(1);
-    sp.env = vec![("A=B".into(), "x".into())];
-    let (k, _) = error(handlers::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
+    sp.env = vec![("A=B".into(), "x".into())].into();
+    let (k, m) = error(handlers::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
     assert_eq!(k, ErrorKind::InvalidRequest);
+    assert!(m.contains("\"A=B\" is not valid"), "{m}");
+    // An escaped NUL is still a NUL.
+    let mut sp = spec(1);
+    sp.env = Env::from_json(r#"[["A","x\u0000y"]]"#.into()).unwrap();
+    let (_, m) = error(handlers::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
+    assert!(m.contains("A contains a NUL byte"), "{m}");
+    // An environment that is JSON but not pairs.
+    let mut sp = spec(1);
+    sp.env = Env::from_json(r#"{"A":"x"}"#.into()).unwrap();
+    let (k, m) = error(handlers::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
+    assert_eq!(k, ErrorKind::InvalidRequest);
+    assert!(m.contains("not a list of [name, value] pairs"), "{m}");
     submit(&s, &mut st, &ana, 1, 1);
     let (k, m) = error(handlers::prepare_submit(&s, &mut st, &ana, spec(1), NOW).unwrap_err());
     assert_eq!(k, ErrorKind::LimitExceeded);

@@ -275,7 +275,7 @@ pub fn insert_job(tx: &Transaction, j: &NewJob) -> Result<JobId, StoreError> {
         j.account,
         j.spec.script,
         serde_json::to_string(&j.spec.args).expect("strings serialize"),
-        serde_json::to_string(&j.spec.env).expect("strings serialize"),
+        j.spec.env.json(),
         j.spec.workdir.to_string_lossy(),
         j.spec.submit_dir.to_string_lossy(),
         j.spec.stdout,

@@ -11,7 +11,7 @@ fn spec(name: &str) -> JobSpec {
         args: vec!["a b".into()],
         workdir: "/w".into(),
         submit_dir: "/s".into(),
-        env: vec![("HOME".into(), "/home/u".into())],
+        env: vec![("HOME".into(), "/home/u".into())].into(),
         stdout: Some("o-%j".into()),
         stderr: None,
         request: ResourceRequest::leaves(2, 600),
