@@ -50,6 +50,7 @@ fn build(path: &std::path::Path) {
                 submit_time: submit,
                 start: None,
             },
+            &mut Default::default(),
         )
         .unwrap();
         let start = submit + rng.gen_range(0..600);

@@ -169,6 +169,7 @@ mod tests {
                 submit_time: t,
                 start: None,
             },
+            &mut Default::default(),
         )
         .unwrap();
         tx.commit().unwrap();

@@ -250,6 +250,7 @@ mod tests {
                         submit_time: 100 + i,
                         start: None,
                     },
+                    &mut Default::default(),
                 )
                 .unwrap();
             }

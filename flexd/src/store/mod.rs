@@ -15,6 +15,7 @@ use flexsub::proto::{AllocView, JobSpec, JobState, LeafView};
 use gres_plugin::{HostId, HostModel, JobId, Request as ResourceRequest};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// A database that cannot be used.
@@ -257,14 +258,67 @@ pub(crate) fn state_name(s: JobState) -> &'static str {
     s.name()
 }
 
+/// The environments the writer stored lately, by the hash of their text, so that most
+/// submissions find theirs without a query. Entries may name rows of the current transaction:
+/// [`Envs::forget`] them when it does not commit.
+#[derive(Debug, Default)]
+pub struct Envs {
+    known: HashMap<u64, (i64, Box<str>)>,
+}
+
+/// Distinct environments remembered at most (then it starts again empty).
+const ENVS_KNOWN: usize = 1024;
+
+impl Envs {
+    /// After a transaction that did not commit: its new rows are gone.
+    pub fn forget(&mut self) {
+        self.known.clear();
+    }
+
+    /// The id of the row holding `text`, added when there is none.
+    fn id(&mut self, tx: &Transaction, text: &str) -> Result<i64, StoreError> {
+        let hash = fnv1a(text.as_bytes());
+        if let Some((id, body)) = self.known.get(&hash) {
+            if **body == *text {
+                return Ok(*id);
+            }
+        }
+        let found = tx
+            .prepare_cached("SELECT id FROM envs WHERE hash = ?1 AND body = ?2")?
+            .query_row(params![hash as i64, text], |r| r.get(0))
+            .optional()?;
+        let id = match found {
+            Some(id) => id,
+            None => {
+                tx.prepare_cached("INSERT INTO envs (hash, body) VALUES (?1, ?2)")?
+                    .execute(params![hash as i64, text])?;
+                tx.last_insert_rowid()
+            }
+        };
+        if self.known.len() >= ENVS_KNOWN {
+            self.known.clear();
+        }
+        self.known.insert(hash, (id, text.into()));
+        Ok(id)
+    }
+}
+
+/// 64-bit FNV-1a: stored in the database, so it must not change between builds.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// Insert a submission; the id comes from the database inside the caller's transaction.
-pub fn insert_job(tx: &Transaction, j: &NewJob) -> Result<JobId, StoreError> {
+pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId, StoreError> {
     let r = &j.spec.request;
+    let env_id = envs.id(tx, j.spec.env.json())?;
     let mut st = tx.prepare_cached(
-        "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, workdir,
+        "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, env_id, workdir,
             submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
             cores_per_leaf, time_limit, priority, state, submit_time, eligible_time)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
             ?18, ?19, ?20, 'PENDING', ?21, ?21)",
     )?;
     st.execute(params![
@@ -275,7 +329,7 @@ pub fn insert_job(tx: &Transaction, j: &NewJob) -> Result<JobId, StoreError> {
         j.account,
         j.spec.script,
         serde_json::to_string(&j.spec.args).expect("strings serialize"),
-        j.spec.env.json(),
+        env_id,
         j.spec.workdir.to_string_lossy(),
         j.spec.submit_dir.to_string_lossy(),
         j.spec.stdout,
@@ -430,8 +484,9 @@ pub fn load_job(conn: &Connection, job: JobId) -> Result<Option<JobRow>, StoreEr
 pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, StoreError> {
     let id = job.0;
     conn.prepare_cached(
-        "SELECT name, user, uid, gid, script, args, env, workdir, submit_dir, stdout, stderr
-         FROM jobs WHERE id = ?1",
+        "SELECT j.name, j.user, j.uid, j.gid, j.script, j.args, COALESCE(e.body, j.env),
+            j.workdir, j.submit_dir, j.stdout, j.stderr
+         FROM jobs j LEFT JOIN envs e ON e.id = j.env_id WHERE j.id = ?1",
     )?
     .query_row([id as i64], |r| {
         Ok((

@@ -5,10 +5,10 @@
 use rusqlite::{Connection, Transaction};
 
 /// The version this build writes.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// Migration `i` brings a database at version `i` to `i + 1`.
-const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] = [v1, v2, v3];
+const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] = [v1, v2, v3, v4];
 
 /// Why a database cannot be brought up to date.
 #[derive(Debug, thiserror::Error)]
@@ -143,5 +143,20 @@ fn v3(tx: &Transaction) -> rusqlite::Result<()> {
                     AS REAL) * 1e9 AS INTEGER) END
         FROM jobs, json_each(jobs.allocation, '$.units') AS u
         WHERE jobs.allocation IS NOT NULL;",
+    )
+}
+
+/// Environments stored once: the jobs submitted from one shell share a row (an environment is
+/// a few KB, most of a job's row). `hash` is the FNV-1a hash of `body` (see `store::Envs`).
+/// Jobs with an `env_id` have `env = ''`; jobs stored before keep theirs inline.
+fn v4(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE envs (
+            id INTEGER PRIMARY KEY,
+            hash INTEGER NOT NULL,
+            body TEXT NOT NULL             -- JSON array of [name, value]; never logged
+        );
+        CREATE INDEX envs_hash ON envs(hash);
+        ALTER TABLE jobs ADD COLUMN env_id INTEGER REFERENCES envs(id);",
     )
 }

@@ -50,7 +50,7 @@ fn a_version_1_database_migrates_and_keeps_its_jobs() {
             "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, workdir,
                 submit_dir, request, cores_per_leaf, time_limit, state, submit_time,
                 eligible_time, end_time, exit_code)
-             VALUES ('old', 7, 7, 'bo', '', 'true', '[]', '[]', '/', '/', ?1, 1, 60,
+             VALUES ('old', 7, 7, 'bo', '', 'true', '[]', '[[\"OLD\",\"1\"]]', '/', '/', ?1, 1, 60,
                 'COMPLETED', 10, 10, 20, 0)",
             [serde_json::to_string(&ResourceRequest::leaves(1, 60)).unwrap()],
         )
@@ -69,10 +69,54 @@ fn a_version_1_database_migrates_and_keeps_its_jobs() {
         })
         .unwrap();
     assert_eq!(by, None);
+    // Its environment stayed in its row.
+    let env = launch_row(&conn, JobId(1)).unwrap().unwrap().env;
+    assert_eq!(env, [("OLD".to_string(), "1".to_string())]);
     // Opening again changes nothing.
     drop(conn);
     let conn = open(&path).unwrap();
     assert_eq!(version(&conn), schema::VERSION);
+}
+
+#[test]
+fn an_environment_is_stored_once_for_the_jobs_that_share_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = open(&dir.path().join("flex.db")).unwrap();
+    let mut envs = Envs::default();
+    let other: flexsub::proto::Env = vec![("HOME".to_string(), "/home/bo".to_string())].into();
+    let tx = conn.transaction().unwrap();
+    let a = insert_job(&tx, &new_job("a"), &mut envs).unwrap();
+    let mut j = new_job("b");
+    j.spec.env = other.clone();
+    let b = insert_job(&tx, &j, &mut envs).unwrap();
+    tx.commit().unwrap();
+    // A writer that starts again finds the stored rows without its memory of them.
+    let mut fresh = Envs::default();
+    let tx = conn.transaction().unwrap();
+    let c = insert_job(&tx, &new_job("c"), &mut fresh).unwrap();
+    tx.commit().unwrap();
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM envs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 2);
+    let env = |conn: &Connection, id| launch_row(conn, id).unwrap().unwrap().env;
+    assert_eq!(env(&conn, a), [("HOME".to_string(), "/home/u".to_string())]);
+    assert_eq!(env(&conn, b), other.pairs().unwrap());
+    assert_eq!(env(&conn, c), env(&conn, a));
+    // A transaction that rolls back takes its new rows along: forgotten, they are added again.
+    let tx = conn.transaction().unwrap();
+    let mut j = new_job("d");
+    j.spec.env = vec![("X".to_string(), "1".to_string())].into();
+    insert_job(&tx, &j, &mut envs).unwrap();
+    drop(tx);
+    envs.forget();
+    let tx = conn.transaction().unwrap();
+    let e = insert_job(&tx, &j, &mut envs).unwrap();
+    tx.commit().unwrap();
+    assert_eq!(env(&conn, e), [("X".to_string(), "1".to_string())]);
+    // The FNV-1a of the empty text and of "a", as published.
+    assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+    assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
 }
 
 #[test]

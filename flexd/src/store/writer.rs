@@ -5,7 +5,7 @@
 //! A change is acknowledged only after its transaction commits. When a batch fails, its
 //! changes are retried one transaction each, so one bad change does not fail the others.
 
-use super::{event, insert_job, start_job, state_name, NewJob, StoreError, StoredAlloc};
+use super::{event, insert_job, start_job, state_name, Envs, NewJob, StoreError, StoredAlloc};
 use flexsub::proto::JobState;
 use gres_plugin::JobId;
 use rusqlite::{params, Connection, Transaction};
@@ -118,6 +118,7 @@ impl Writer {
 
 fn run(mut conn: Connection, rx: mpsc::Receiver<Msg>) {
     let mut batch = Vec::new();
+    let mut envs = Envs::default();
     while let Ok(first) = rx.recv() {
         batch.push(first);
         while batch.len() < MAX_BATCH {
@@ -126,19 +127,19 @@ fn run(mut conn: Connection, rx: mpsc::Receiver<Msg>) {
                 Err(_) => break,
             }
         }
-        commit(&mut conn, &mut batch);
+        commit(&mut conn, &mut envs, &mut batch);
     }
     tracing::debug!("database writer: channel closed, all changes committed");
 }
 
 /// Commit `batch` in one transaction (or one each after a failure) and tell the senders.
-fn commit(conn: &mut Connection, batch: &mut Vec<Msg>) {
+fn commit(conn: &mut Connection, envs: &mut Envs, batch: &mut Vec<Msg>) {
     let n = batch.len();
     let together = (|| -> Result<Vec<Option<JobId>>, StoreError> {
         let tx = conn.transaction()?;
         let ids = batch
             .iter()
-            .map(|m| apply(&tx, &m.op))
+            .map(|m| apply(&tx, envs, &m.op))
             .collect::<Result<Vec<_>, _>>()?;
         tx.commit()?;
         Ok(ids)
@@ -152,14 +153,16 @@ fn commit(conn: &mut Connection, batch: &mut Vec<Msg>) {
         }
         Err(e) => {
             tracing::warn!("a batch of {n} changes failed ({e}); retrying them one by one");
+            envs.forget();
             for m in batch.drain(..) {
                 let one = (|| -> Result<Option<JobId>, StoreError> {
                     let tx = conn.transaction()?;
-                    let id = apply(&tx, &m.op)?;
+                    let id = apply(&tx, envs, &m.op)?;
                     tx.commit()?;
                     Ok(id)
                 })();
                 if let Err(e) = &one {
+                    envs.forget();
                     tracing::error!("database change {:?} failed: {e}", op_name(&m.op));
                 }
                 deliver(m, one.map_err(|e| e.to_string()));
@@ -194,9 +197,9 @@ fn op_name(op: &Op) -> String {
     }
 }
 
-fn apply(tx: &Transaction, op: &Op) -> Result<Option<JobId>, StoreError> {
+fn apply(tx: &Transaction, envs: &mut Envs, op: &Op) -> Result<Option<JobId>, StoreError> {
     match op {
-        Op::Insert(j) => return insert_job(tx, j).map(Some),
+        Op::Insert(j) => return insert_job(tx, j, envs).map(Some),
         Op::Start { job, time, alloc } => start_job(tx, *job, *time, alloc)?,
         Op::Launched {
             job,
