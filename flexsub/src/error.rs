@@ -97,6 +97,15 @@ impl Error {
     }
 }
 
+/// For commands whose output is read through pipes (`flexq | head`): end the way squeue does
+/// when the reader goes away, killed by SIGPIPE without a message (Rust ignores SIGPIPE, and a
+/// write would fail with "Broken pipe" instead).
+pub fn default_sigpipe() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: restores the default disposition before any other thread exists.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+}
+
 /// Print `prog: error` to stderr and return the exit code: what every binary's `main` ends with.
 pub fn report(prog: &str, err: &Error) -> i32 {
     eprintln!("{prog}: {err}");

@@ -174,6 +174,13 @@ fn a_six_leaf_job_spreads_three_and_three_and_flexq_shows_it() {
     assert_eq!(row[8], alloc.host);
     let noheader = text(&cmd(&d, "flexq").arg("-h").output().unwrap().stdout);
     assert_eq!(noheader.lines().count(), 1, "{noheader}");
+    // Into a pipe nobody reads (`flexq | head` once head is done): gone quietly, as squeue.
+    let (r, w) = nix::unistd::pipe().unwrap();
+    drop(r);
+    let out = cmd(&d, "flexq").stdout(w).output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{out:?}");
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
 
     let leaves = text(&cmd(&d, "flexq").arg("--leaves").output().unwrap().stdout);
     let held = leaves

@@ -3,6 +3,7 @@
 use clap::Parser;
 
 fn main() {
+    flexsub::error::default_sigpipe();
     let args = flexsub::acct::Args::parse();
     let code = match flexsub::acct::run(&args, &mut std::io::stdout().lock()) {
         Ok(code) => code,

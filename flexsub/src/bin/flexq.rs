@@ -3,6 +3,7 @@
 use clap::Parser;
 
 fn main() {
+    flexsub::error::default_sigpipe();
     let args = flexsub::queue::Args::parse();
     let code = match flexsub::queue::run(&args, &mut std::io::stdout().lock()) {
         Ok(code) => code,

@@ -4,6 +4,7 @@
 use clap::Parser;
 
 fn main() {
+    flexsub::error::default_sigpipe();
     let args = flexsub::report::Args::parse();
     let code = match flexsub::report::run(&args, &mut std::io::stdout().lock()) {
         Ok(code) => code,
