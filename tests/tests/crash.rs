@@ -45,6 +45,15 @@ fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
 }
 
+/// The environment of a client's submissions: the same for all of them, stored once.
+fn crash_env(client: usize) -> flexsub::proto::Env {
+    vec![
+        ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+        ("FLEX_CRASH_CLIENT".to_string(), client.to_string()),
+    ]
+    .into()
+}
+
 /// The script of submission `name`: the name inside, so a row cannot pass for another's.
 fn crash_script(name: &str) -> String {
     format!("#!/bin/sh\n# submission {name}\ntrue\n")
@@ -87,6 +96,7 @@ fn submitter(
         i += 1;
         let mut spec: JobSpec = script_job(&crash_script(&name), workdir);
         spec.name = name.clone();
+        spec.env = crash_env(client);
         match c.submit(spec) {
             Ok(id) => {
                 seen.acked.push((name, id));
@@ -194,13 +204,22 @@ fn acknowledged_submissions_survive_sigkill_exactly_once() {
         .unwrap();
     assert_eq!(check, "ok", "PRAGMA integrity_check");
 
-    // Every row is one submission, whole: its own script, one submit event, pending.
+    // Each environment is stored once, whatever the kills interrupted.
+    let (envs, distinct): (i64, i64) = db
+        .query_row("SELECT COUNT(*), COUNT(DISTINCT body) FROM envs", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!(envs, distinct, "environments stored more than once");
+    // Every row is one submission, whole: its own script and its client's environment, one
+    // submit event, pending.
     let mut rows: HashMap<String, Vec<JobId>> = HashMap::new();
     let mut st = db
         .prepare(
             "SELECT j.id, j.name, j.script, j.state,
-                (SELECT COUNT(*) FROM job_events e WHERE e.job = j.id AND e.from_state IS NULL)
-             FROM jobs j WHERE j.id != ?1",
+                (SELECT COUNT(*) FROM job_events e WHERE e.job = j.id AND e.from_state IS NULL),
+                e.body
+             FROM jobs j LEFT JOIN envs e ON e.id = j.env_id WHERE j.id != ?1",
         )
         .unwrap();
     let mut q = st.query([blocker.0 as i64]).unwrap();
@@ -215,6 +234,13 @@ fn acknowledged_submissions_survive_sigkill_exactly_once() {
             "job {id}: {name:?} was never sent"
         );
         assert_eq!(script, crash_script(&name), "job {id}: script");
+        let env: Option<String> = r.get(5).unwrap();
+        let client: usize = name.split('-').nth(1).unwrap().parse().unwrap();
+        assert_eq!(
+            env.as_deref(),
+            Some(crash_env(client).json()),
+            "job {id}: environment"
+        );
         assert_eq!(state, "PENDING", "job {id}");
         assert_eq!(events, 1, "job {id}: submit events");
         rows.entry(name).or_default().push(id);
