@@ -223,7 +223,7 @@ impl Client {
 
     fn exchange<T: serde::Serialize>(&mut self, msg: &T) -> Result<Response, Error> {
         let body = self.send(msg)?;
-        serde_json::from_slice(&body).map_err(|e| self.lost(FrameError::Malformed(e.to_string())))
+        self.decode(&body)
     }
 
     /// Send one request; flexd's error replies come back as [`Error::Daemon`].

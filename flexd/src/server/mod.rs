@@ -372,7 +372,7 @@ fn give_back_memory() {
 }
 
 /// [`proto::encode`] into one buffer: the body is serialized after a placeholder for its
-/// length, not copied behind it (a `Queue` answer over 100,000 jobs is 36 MB).
+/// length, not copied behind it (a page of a `Queue` listing is ~1.5 MB).
 fn encode(msg: &Response) -> std::io::Result<Vec<u8>> {
     let hint = match msg {
         Response::QueueRows { rows, .. } => rows.text_len() + 64,
@@ -497,8 +497,8 @@ pub async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>)
         }
         // Leave the clients twice the time a pass took, and at least 5 ms: under a stream of
         // submissions (each one a change) passes take at most a third of a core, and at most
-        // 200 a second when the queue is short. Jobs that fit when submitted start with their
-        // commit, without waiting for a pass.
+        // 200 a second when the queue is short. A job submitted to an empty queue starts with
+        // its commit when it fits, without waiting for a pass.
         tokio::time::sleep((2 * took).max(Duration::from_millis(5))).await;
     }
 }
