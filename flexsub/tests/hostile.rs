@@ -7,7 +7,10 @@
 //! `PROPTEST_CASES=1000000 cargo test --release -p flexsub --test hostile`.
 
 use flexsub::options::{Settings, OPTIONS};
-use flexsub::proto::{self, FrameError, Hello, JobSpec, QueueFilter, Request};
+use flexsub::proto::{
+    self, Env, FrameError, Hello, JobSpec, JobState, QueueFilter, QueueRow, QueueRows, Request,
+    Response,
+};
 use flexsub::script::{apply_directives, check_directive_count};
 use flexsub::units::{
     expand_output_pattern, parse_count, parse_fraction, parse_output_pattern, parse_signal,
@@ -407,5 +410,47 @@ proptest! {
         }
         let mut r = std::io::Cursor::new(f);
         let _ = proto::read_frame::<Request>(&mut r, 1 << 16);
+    }
+
+    #[test]
+    fn mutated_answers_and_environments_never_panic(
+        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        // A page of flexq's rows as flexd writes it, damaged: read row by row, or refused.
+        let rows = vec![QueueRow {
+            id: JobId(7),
+            name: "say \"hi\"".into(),
+            user: "ana".into(),
+            state: JobState::Pending,
+            elapsed_s: 0,
+            time_limit_s: 60,
+            units: "gpu=0.5".into(),
+            start: Some(1),
+            host: None,
+            reason: Some("Resources".into()),
+        }];
+        let page = Response::QueueRows { rows: QueueRows::new(rows.into_iter()), next: Some(JobId(7)) };
+        let mut body = serde_json::to_vec(&page).unwrap();
+        for (at, b) in &edits {
+            let i = at.index(body.len());
+            body[i] = *b;
+        }
+        let body = &body[..cut.index(body.len() + 1)];
+        let mut n = 0;
+        if let Err(e) = proto::read_queue_rows(body, |_| n += 1) {
+            prop_assert!(!e.to_string().is_empty());
+        }
+        // An environment as a client may send it, damaged: checked, or refused with a message.
+        let mut env = br#"[["PATH","/bin"],["A","x\u0000y"]]"#.to_vec();
+        for (at, b) in edits {
+            let i = at.index(env.len());
+            env[i] = b;
+        }
+        if let Ok(env) = Env::from_json(String::from_utf8_lossy(&env).into_owned()) {
+            if let Err(e) = env.check(|_, _| Ok(())) {
+                prop_assert!(e.contains("not a list of [name, value] pairs"), "{}", e);
+            }
+        }
     }
 }
