@@ -1,6 +1,6 @@
 //! Text for people: flexq's job table and leaf map, and flexsub's `--test-only` and
-//! `--estimate-only` reports. Pure functions of the protocol's views and the current time, in squeue's
-//! borderless columns.
+//! `--estimate-only` reports, in squeue's borderless columns. Pure functions of the protocol's
+//! views and the current time.
 
 use crate::proto::{thousandths, AllocView, HostLeaves, JobState, QueueRow, WouldStart};
 use crate::units::{format_duration, push_duration, push_u64};

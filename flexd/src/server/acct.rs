@@ -131,8 +131,8 @@ pub fn accounting(
 mod tests {
     use super::*;
     use crate::store::{NewJob, StoredAlloc, StoredUnit};
-    use flexsub::proto::{JobSpec, JobState};
-    use gres_plugin::{JobId, Request as ResourceRequest};
+    use flexsub::proto::JobState;
+    use gres_plugin::JobId;
 
     fn peer(uid: u32, user: &str) -> Peer {
         Peer {
@@ -145,33 +145,8 @@ mod tests {
 
     fn job(conn: &mut Connection, user: (u32, &str), account: &str, t: u64) -> JobId {
         let tx = conn.transaction().unwrap();
-        let spec = JobSpec {
-            name: "j".into(),
-            script: "true".into(),
-            args: vec![],
-            workdir: "/".into(),
-            submit_dir: "/".into(),
-            env: vec![].into(),
-            stdout: None,
-            stderr: None,
-            request: ResourceRequest::leaves(1, 60),
-            account: None,
-        };
-        let id = store::insert_job(
-            &tx,
-            &NewJob {
-                spec,
-                uid: user.0,
-                gid: user.0,
-                user: user.1.into(),
-                account: account.into(),
-                priority: 0,
-                submit_time: t,
-                start: None,
-            },
-            &mut Default::default(),
-        )
-        .unwrap();
+        let j = NewJob::for_test("j", user.0, user.1, account, t);
+        let id = store::insert_job(&tx, &j, &mut Default::default()).unwrap();
         tx.commit().unwrap();
         id
     }

@@ -226,33 +226,15 @@ mod tests {
             let mut conn = open(&dir.path().join("flex.db")).unwrap();
             let tx = conn.transaction().unwrap();
             for i in 0..5u64 {
-                let spec = flexsub::proto::JobSpec {
-                    name: format!("j{i}"),
-                    script: "true".into(),
-                    args: vec![],
-                    workdir: "/".into(),
-                    submit_dir: "/".into(),
-                    env: vec![].into(),
-                    stdout: None,
-                    stderr: None,
-                    request: ResourceRequest::leaves(1, 60),
-                    account: None,
-                };
-                crate::store::insert_job(
-                    &tx,
-                    &crate::store::NewJob {
-                        spec,
-                        uid: 7 + (i % 2) as u32,
-                        gid: 7,
-                        user: format!("u{}", i % 2),
-                        account: "a".into(),
-                        priority: 0,
-                        submit_time: 100 + i,
-                        start: None,
-                    },
-                    &mut Default::default(),
-                )
-                .unwrap();
+                let mut j = crate::store::NewJob::for_test(
+                    &format!("j{i}"),
+                    7 + (i % 2) as u32,
+                    &format!("u{}", i % 2),
+                    "a",
+                    100 + i,
+                );
+                j.gid = 7;
+                crate::store::insert_job(&tx, &j, &mut Default::default()).unwrap();
             }
             tx.commit().unwrap();
             conn

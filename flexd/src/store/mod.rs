@@ -108,6 +108,34 @@ impl std::fmt::Debug for NewJob {
     }
 }
 
+#[cfg(test)]
+impl NewJob {
+    /// A pending one-leaf job running `true`, for tests.
+    pub(crate) fn for_test(name: &str, uid: u32, user: &str, account: &str, at: u64) -> NewJob {
+        NewJob {
+            spec: JobSpec {
+                name: name.into(),
+                script: "true".into(),
+                args: vec![],
+                workdir: "/".into(),
+                submit_dir: "/".into(),
+                env: vec![].into(),
+                stdout: None,
+                stderr: None,
+                request: ResourceRequest::leaves(1, 60),
+                account: None,
+            },
+            uid,
+            gid: uid,
+            user: user.into(),
+            account: account.into(),
+            priority: 0,
+            submit_time: at,
+            start: None,
+        }
+    }
+}
+
 /// One allocated unit as stored: its index and what identifies it on the host.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredUnit {
