@@ -6,10 +6,10 @@
 //! `cargo bench -p flexd --bench acct_query`
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use flexd::sched::Allocation;
+use flex_proto::{AcctQuery, JobSpec};
+use flex_sched::Allocation;
 use flexd::server::acct::PAGE;
 use flexd::store::{self, NewJob, StoredAlloc, StoredUnit};
-use flexsub::proto::{AcctQuery, JobSpec};
 use gres_plugin::{HostId, Request};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

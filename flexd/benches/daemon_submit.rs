@@ -14,7 +14,7 @@
 
 mod common;
 use common::{connect, env_usize, percentile, start_daemon};
-use flexsub::proto::{self, JobSpec, JobState, QueueFilter, Request, Response};
+use flex_proto::{self as proto, JobSpec, JobState, QueueFilter, Request, Response};
 use gres_plugin::{JobId, Request as ResourceRequest};
 use std::io::Write;
 use std::os::unix::net::UnixStream;

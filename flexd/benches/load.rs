@@ -16,7 +16,7 @@
 
 mod common;
 use common::{connect, env_usize, percentile, start_daemon, Daemon};
-use flexsub::proto::{self, JobSpec, JobState, QueueFilter, Request, Response};
+use flex_proto::{self as proto, JobSpec, JobState, QueueFilter, Request, Response};
 use gres_plugin::Request as ResourceRequest;
 use std::os::unix::net::UnixStream;
 use std::path::Path;

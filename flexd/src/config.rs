@@ -2,7 +2,8 @@
 //! over it, command-line flags over both. Unknown keys are warnings, bad values errors that
 //! name the key, the value and where it came from.
 
-use crate::sched::{Policy, PolicyKind};
+use flex_proto::config::size_value;
+use flex_sched::{Policy, PolicyKind};
 use gres_plugin::env::NcclMode;
 use gres_plugin::request::Strategy;
 use std::collections::BTreeSet;
@@ -11,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The defaults, and the documentation of every key.
-pub const DEFAULT_CONFIG: &str = include_str!("../../etc/flexd.toml");
+pub use flex_proto::config::DEFAULT_CONFIG;
 
 /// Per-user and per-request limits.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -417,18 +418,16 @@ impl Source<'_> {
 
     fn size(&self, key: &str, max: u64) -> Result<u64, ConfigError> {
         let v = self.get(key);
-        let n = match v {
-            toml::Value::Integer(i) if *i >= 0 => *i as u64,
-            toml::Value::String(s) => {
-                parse_size(s).map_err(|m| self.bad(key, &format!("{s:?}"), &m))?
-            }
-            v => {
+        let n = match size_value(v) {
+            Ok(Some(n)) => n,
+            Ok(None) => {
                 return Err(self.bad(
                     key,
                     &v.to_string(),
                     "must be a number of bytes or a size such as \"4 MiB\"",
                 ))
             }
+            Err(m) => return Err(self.bad(key, &v.to_string(), &m)),
         };
         if n == 0 || n > max {
             return Err(self.bad(
@@ -439,33 +438,6 @@ impl Source<'_> {
         }
         Ok(n)
     }
-}
-
-/// "4 MiB", "512KiB", "1GB", "100" (bytes).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let num: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (a number and a unit such as MiB)"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" => 1000,
-        "kib" => 1 << 10,
-        "m" | "mb" => 1000 * 1000,
-        "mib" => 1 << 20,
-        "g" | "gb" => 1000 * 1000 * 1000,
-        "gib" => 1 << 30,
-        u => {
-            return Err(format!(
-                "unknown size unit {u:?} (B, KB, KiB, MB, MiB, GB, GiB)"
-            ))
-        }
-    };
-    Ok((num * mult as f64).round() as u64)
 }
 
 #[cfg(test)]
@@ -569,6 +541,7 @@ mod tests {
 
     #[test]
     fn sizes_parse() {
+        use flex_proto::config::parse_size;
         assert_eq!(parse_size("4 MiB"), Ok(4 << 20));
         assert_eq!(parse_size("512KiB"), Ok(512 << 10));
         assert_eq!(parse_size("1GB"), Ok(1_000_000_000));

@@ -6,8 +6,6 @@ pub mod daemon;
 pub mod exec;
 pub mod metrics;
 pub mod paths;
-pub mod sched;
 pub mod server;
-pub mod sim;
 pub mod state;
 pub mod store;

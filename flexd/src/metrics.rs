@@ -4,7 +4,7 @@
 
 use crate::state::{Effect, State};
 use crate::store::writer::Op;
-use flexsub::proto::JobState;
+use flex_proto::JobState;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

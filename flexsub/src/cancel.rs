@@ -2,8 +2,8 @@
 
 use crate::client::{into_error, Client};
 use crate::error::{exit, Error};
-use crate::proto::{Request, Response};
 use clap::Parser;
+use flex_proto::{Request, Response};
 use gres_plugin::JobId;
 
 /// Cancel jobs, or send them a signal (like scancel). Only your own jobs, unless you are root.

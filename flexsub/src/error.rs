@@ -2,7 +2,7 @@
 //! (docs/commands.md lists them).
 
 use crate::estimate::EstimateError;
-use crate::proto::{ErrorKind, FrameError};
+use flex_proto::{ErrorKind, FrameError};
 use std::path::PathBuf;
 
 /// Exit codes shared by flexsub, flexq and flexcancel (flexrun passes its ranks' status on).
@@ -110,4 +110,10 @@ pub fn default_sigpipe() {
 pub fn report(prog: &str, err: &Error) -> i32 {
     eprintln!("{prog}: {err}");
     err.exit_code()
+}
+
+impl From<flex_proto::config::ConfigError> for Error {
+    fn from(e: flex_proto::config::ConfigError) -> Self {
+        Error::Config(e.0)
+    }
 }

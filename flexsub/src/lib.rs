@@ -1,6 +1,6 @@
 //! The people-facing side of Flex: the commands (flexsub, flexq, flexcancel, flexrun), job-script
-//! parsing, model-memory estimation, and the protocol they speak with flexd ([`proto`]), which
-//! needs neither tokio nor rusqlite.
+//! parsing and model-memory estimation. They speak with flexd through the `flex-proto` crate,
+//! which flexd shares; the commands never depend on the daemon, nor the daemon on them.
 //!
 //! Each command is a thin binary over a module here: [`submit`] (flexsub), [`queue`] (flexq),
 //! [`cancel`] (flexcancel), [`run`] (flexrun), [`acct`] (flexacct) and [`report`]
@@ -13,7 +13,6 @@ pub mod client;
 pub mod error;
 pub mod estimate;
 pub mod options;
-pub mod proto;
 pub mod queue;
 pub mod report;
 pub mod run;

@@ -2,9 +2,9 @@
 
 use crate::client::{into_error, Client};
 use crate::error::Error;
-use crate::proto::{JobState, QueueFilter, Request, Response};
 use crate::table;
 use clap::Parser;
+use flex_proto::{JobState, QueueFilter, Request, Response};
 use gres_plugin::JobId;
 use std::io::Write;
 

@@ -5,10 +5,10 @@
 
 use crate::acct::{decimal, fetch, period, Selection};
 use crate::error::{exit, Error};
-use crate::proto::{AcctRecord, AcctReply, JobState};
 use crate::usage::{self, Usage};
 use crate::when;
 use clap::{Parser, ValueEnum};
+use flex_proto::{AcctRecord, AcctReply, JobState};
 use prettytable::{format::FormatBuilder, Row, Table};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -435,8 +435,8 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{AcctHost, AcctLeaf};
     use crate::usage::tests::record;
+    use flex_proto::{AcctHost, AcctLeaf};
 
     fn leaf(share: u32, sm: u32) -> AcctLeaf {
         AcctLeaf {

@@ -6,9 +6,9 @@ use crate::client::Client;
 use crate::error::Error;
 use crate::estimate::{self, Breakdown};
 use crate::options::{Key, Settings, OPTIONS};
-use crate::proto::{JobSpec, Request, Response, WouldStart};
 use crate::{script, table};
 use clap::{Arg, ArgAction, ArgMatches, Command};
+use flex_proto::{JobSpec, Request, Response, WouldStart};
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -186,7 +186,7 @@ fn apply_command_line(m: &ArgMatches, s: &mut Settings) -> Result<Vec<String>, E
 pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<Built, Error> {
     let (text, shown, args) = load_script(m)?;
     // flexd's limits, from the configuration in the submitting environment.
-    let limits = crate::client::limits(|k| {
+    let limits = flex_proto::config::limits(|k| {
         env.iter()
             .find(|(name, _)| name == k)
             .map(|(_, v)| v.clone())

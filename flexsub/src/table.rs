@@ -2,8 +2,8 @@
 //! `--estimate-only` reports, in squeue's borderless columns. Pure functions of the protocol's
 //! views and the current time.
 
-use crate::proto::{thousandths, AllocView, HostLeaves, JobState, QueueRow, WouldStart};
 use crate::units::{format_duration, push_duration, push_u64};
+use flex_proto::{thousandths, AllocView, HostLeaves, JobState, QueueRow, WouldStart};
 use gres_plugin::topology::format_cpu_list;
 use std::fmt::Write as _;
 use std::time::{Duration, UNIX_EPOCH};
@@ -280,7 +280,7 @@ pub fn estimate_fit(ws: &WouldStart, now: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::LeafView;
+    use flex_proto::LeafView;
     use gres_plugin::JobId;
 
     fn table(rows: Vec<QueueRow<'_>>, header: bool) -> String {

@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+pub use flex_proto::text::{format_size, push_u64};
+
 /// A value that does not parse; `Display` is the whole message (`invalid time "abc": …`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid {what} {value:?}: {why}")]
@@ -114,21 +116,6 @@ pub fn push_duration(out: &mut String, secs: u64) {
     two(out, s);
 }
 
-/// A number in decimal onto the end of `out`, without the formatting machinery.
-pub fn push_u64(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.push_str(std::str::from_utf8(&digits[i..]).expect("ASCII digits"));
-}
-
 /// The unit a size without a suffix is counted in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SizeUnit {
@@ -178,27 +165,6 @@ pub fn parse_size(s: &str, default_unit: SizeUnit) -> Result<u64, ValueError> {
         return Err(bad("size", s, "must be more than 0 bytes"));
     }
     Ok(bytes as u64)
-}
-
-/// Format bytes compactly with binary units (`16G`, `1.5G`, `512M`).
-pub fn format_size(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [
-        ("T", 1 << 40),
-        ("G", 1 << 30),
-        ("M", 1 << 20),
-        ("K", 1 << 10),
-    ];
-    for (u, m) in UNITS {
-        if bytes >= m {
-            let v = bytes as f64 / m as f64;
-            return if (v - v.round()).abs() < 0.005 {
-                format!("{}{u}", v.round())
-            } else {
-                format!("{v:.2}{u}")
-            };
-        }
-    }
-    format!("{bytes}B")
 }
 
 /// A GPU fraction or count: a finite number greater than 0 (`0.25`, `1`, `2`).

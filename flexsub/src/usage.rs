@@ -5,7 +5,7 @@
 //! whole GPU 0.25. GPU equivalents are SM slices ÷ 7 × share (a whole GPU = 1, a 3g leaf =
 //! 3/7); memory is the unit's memory × share; cores count one each.
 
-use crate::proto::{AcctRecord, JobState};
+use flex_proto::{AcctRecord, JobState};
 
 /// SM slices of a whole GPU.
 pub const GPU_SLICES: f64 = 7.0;
@@ -101,7 +101,7 @@ impl Usage {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::proto::AcctLeaf;
+    use flex_proto::AcctLeaf;
     use gres_plugin::{JobId, Request};
 
     pub(crate) fn record(

@@ -2,7 +2,7 @@
 //! socket (which records what it was sent), or against no daemon at all. The end-to-end tests
 //! with the real flexd are in tests/tests/commands.rs.
 
-use flexsub::proto::{
+use flex_proto::{
     self, AllocView, ErrorKind, Hello, JobSpec, LeafView, Request, Response, WouldStart,
     PROTOCOL_VERSION,
 };
@@ -27,16 +27,19 @@ impl FakeDaemon {
         let listener = UnixListener::bind(&path).unwrap();
         let thread = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            let hello: Hello = proto::read_frame(&mut s, proto::DEFAULT_MAX_FRAME).unwrap();
+            let hello: Hello =
+                flex_proto::read_frame(&mut s, flex_proto::DEFAULT_MAX_FRAME).unwrap();
             assert_eq!(hello.version, PROTOCOL_VERSION);
             let greeting = Response::Hello {
                 version: PROTOCOL_VERSION,
                 server: "fake flexd".into(),
             };
-            proto::write_frame(&mut s, &greeting).unwrap();
+            flex_proto::write_frame(&mut s, &greeting).unwrap();
             let mut seen = Vec::new();
-            while let Ok(req) = proto::read_frame::<Request>(&mut s, proto::DEFAULT_MAX_FRAME) {
-                proto::write_frame(&mut s, &answer(&req)).unwrap();
+            while let Ok(req) =
+                flex_proto::read_frame::<Request>(&mut s, flex_proto::DEFAULT_MAX_FRAME)
+            {
+                flex_proto::write_frame(&mut s, &answer(&req)).unwrap();
                 seen.push(req);
             }
             seen

@@ -6,11 +6,11 @@
 //! CI runs a few thousand cases per property in seconds; a long run sets the count:
 //! `PROPTEST_CASES=1000000 cargo test --release -p flexsub --test hostile`.
 
-use flexsub::options::{Settings, OPTIONS};
-use flexsub::proto::{
+use flex_proto::{
     self, Env, FrameError, Hello, JobSpec, JobState, QueueFilter, QueueRow, QueueRows, Request,
     Response,
 };
+use flexsub::options::{Settings, OPTIONS};
 use flexsub::script::{apply_directives, check_directive_count};
 use flexsub::units::{
     expand_output_pattern, parse_count, parse_fraction, parse_output_pattern, parse_signal,
@@ -357,15 +357,15 @@ proptest! {
     fn well_formed_frames_of_any_json_decode_or_are_malformed(v in json()) {
         let body = serde_json::to_vec(&v).unwrap();
         let f = frame(&body);
-        match proto::decode::<Request>(&f, proto::DEFAULT_MAX_FRAME) {
+        match flex_proto::decode::<Request>(&f, flex_proto::DEFAULT_MAX_FRAME) {
             Ok(Some((_, used))) => prop_assert_eq!(used, f.len()),
             Ok(None) => prop_assert!(false, "a whole frame is not incomplete"),
             Err(FrameError::Malformed(m)) => prop_assert!(!m.is_empty()),
             Err(e) => prop_assert!(false, "unexpected {}", e),
         }
-        let _ = proto::decode::<Hello>(&f, proto::DEFAULT_MAX_FRAME);
+        let _ = flex_proto::decode::<Hello>(&f, flex_proto::DEFAULT_MAX_FRAME);
         let too_large = matches!(
-            proto::decode::<Request>(&f, body.len().saturating_sub(1)),
+            flex_proto::decode::<Request>(&f, body.len().saturating_sub(1)),
             Err(FrameError::TooLarge { .. })
         );
         prop_assert!(too_large || body.is_empty(), "the limit is the body's length");
@@ -380,7 +380,7 @@ proptest! {
     ) {
         let body = serde_json::to_vec(&serde_json::json!({ variant: v })).unwrap();
         let mut r = std::io::Cursor::new(frame(&body));
-        match proto::read_frame::<Request>(&mut r, proto::DEFAULT_MAX_FRAME) {
+        match flex_proto::read_frame::<Request>(&mut r, flex_proto::DEFAULT_MAX_FRAME) {
             Ok(_) => {}
             Err(e) => prop_assert!(e.to_string().starts_with("malformed frame: "), "{}", e),
         }
@@ -397,19 +397,19 @@ proptest! {
             Request::Cancel { jobs: vec![JobId(3), JobId(u64::MAX)], signal: Some(10) },
             Request::Queue(QueueFilter { users: vec!["ana".into()], ..QueueFilter::default() }),
         ];
-        let mut f = proto::encode(&reqs[which]);
+        let mut f = flex_proto::encode(&reqs[which]);
         for (at, b) in edits {
             let i = at.index(f.len());
             f[i] = b;
         }
         let f = &f[..cut.index(f.len() + 1)];
-        match proto::decode::<Request>(f, 1 << 16) {
+        match flex_proto::decode::<Request>(f, 1 << 16) {
             Ok(Some((_, used))) => prop_assert!(used <= f.len()),
             Ok(None) => {}
             Err(e) => prop_assert!(!e.to_string().is_empty()),
         }
         let mut r = std::io::Cursor::new(f);
-        let _ = proto::read_frame::<Request>(&mut r, 1 << 16);
+        let _ = flex_proto::read_frame::<Request>(&mut r, 1 << 16);
     }
 
     #[test]
@@ -438,7 +438,7 @@ proptest! {
         }
         let body = &body[..cut.index(body.len() + 1)];
         let mut n = 0;
-        if let Err(e) = proto::read_queue_rows(body, |_| n += 1) {
+        if let Err(e) = flex_proto::read_queue_rows(body, |_| n += 1) {
             prop_assert!(!e.to_string().is_empty());
         }
         // An environment as a client may send it, damaged: checked, or refused with a message.

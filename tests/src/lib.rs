@@ -18,9 +18,9 @@
 //! Every daemon gets `--force-topology`, so the tests see the simulated topology even on a
 //! host with GPUs, and a short `kill_grace` so time-limit and cancel tests end quickly.
 
-use flexsub::proto::{
-    self, ErrorKind, Hello, JobSpec, JobState, JobView, QueueFilter, Request, Response,
-    PROTOCOL_VERSION,
+use flex_proto::{
+    self as proto, self, ErrorKind, Hello, JobSpec, JobState, JobView, QueueFilter, Request,
+    Response, PROTOCOL_VERSION,
 };
 use gres_plugin::{JobId, Request as ResourceRequest};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};

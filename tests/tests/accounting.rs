@@ -3,8 +3,8 @@
 //! binaries read them back. Also the visibility rule (users see only their own jobs) and the
 //! metrics endpoint in the Prometheus text format.
 
+use flex_proto::{AcctQuery, ErrorKind, JobState, Request, Response};
 use flex_tests::{bin_dir, script_job, wait_for, Daemon};
-use flexsub::proto::{AcctQuery, ErrorKind, JobState, Request, Response};
 use gres_plugin::JobId;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};

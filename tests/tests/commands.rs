@@ -3,8 +3,8 @@
 //! node 0 with cores 0-15, GPU 1 on node 1 with cores 16-31; six 1g.5gb and one 1g.10gb leaf
 //! each). Jobs really run, as the submitting user.
 
+use flex_proto::{JobState, JobView, WouldStart};
 use flex_tests::{bin_dir, wait_for, Daemon};
-use flexsub::proto::{JobState, JobView, WouldStart};
 use gres_plugin::JobId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::CommandExt;

@@ -10,8 +10,8 @@
 //! FLEX_CRASH_KILLS=100 cargo test -p flex-tests --test crash -- --nocapture acknowledged
 //! ```
 
+use flex_proto::{JobSpec, JobState, JobView, QueueFilter};
 use flex_tests::{script_job, signal, wait_for, Client, ClientError, Daemon};
-use flexsub::proto::{JobSpec, JobState, JobView, QueueFilter};
 use gres_plugin::{JobId, Request as ResourceRequest};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -46,7 +46,7 @@ fn env_u64(name: &str) -> Option<u64> {
 }
 
 /// The environment of a client's submissions: the same for all of them, stored once.
-fn crash_env(client: usize) -> flexsub::proto::Env {
+fn crash_env(client: usize) -> flex_proto::Env {
     vec![
         ("PATH".to_string(), "/usr/bin:/bin".to_string()),
         ("FLEX_CRASH_CLIENT".to_string(), client.to_string()),

@@ -1,8 +1,8 @@
 //! flexd end to end: the real daemon on a temporary socket, jobs as real processes, restarts
 //! with SIGKILL, supervisors killed behind flexd's back.
 
+use flex_proto::{ErrorKind, JobState, QueueFilter, Request, Response};
 use flex_tests::{script_job, signal, wait_for, Client, Daemon};
-use flexsub::proto::{ErrorKind, JobState, QueueFilter, Request, Response};
 use gres_plugin::{JobId, Request as ResourceRequest};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -297,7 +297,7 @@ fn a_version_mismatch_names_both_versions() {
             assert!(e.message.contains("999"), "{}", e.message);
             assert!(
                 e.message
-                    .contains(&format!("version {}", flexsub::proto::PROTOCOL_VERSION)),
+                    .contains(&format!("version {}", flex_proto::PROTOCOL_VERSION)),
                 "{}",
                 e.message
             );

@@ -26,7 +26,7 @@ fn commands() -> Vec<clap::Command> {
         flexsub::run::Args::command(),
         flexsub::acct::Args::command(),
         flexsub::report::Args::command(),
-        flexd::sim::cli::Cli::command(),
+        flexsim::cli::Cli::command(),
     ]
 }
 

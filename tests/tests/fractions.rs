@@ -2,8 +2,8 @@
 //! flexd, on the simulated p4-x4 topology (four whole Tesla P4s, GPUs 0+1 and 2+3 under one PCIe
 //! switch each) and on the a100 testbed.
 
+use flex_proto::{JobState, JobView};
 use flex_tests::{bin_dir, Daemon};
-use flexsub::proto::{JobState, JobView};
 use gres_plugin::JobId;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -5,10 +5,8 @@
 //!
 //! The request property runs 500 cases in CI; `PROPTEST_CASES` sets more.
 
+use flex_proto::{self, AcctQuery, ErrorKind, JobSpec, JobState, QueueFilter, Request, Response};
 use flex_tests::{script_job, Client, Daemon};
-use flexsub::proto::{
-    self, AcctQuery, ErrorKind, JobSpec, JobState, QueueFilter, Request, Response,
-};
 use gres_plugin::{JobId, Request as ResourceRequest};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -224,15 +222,15 @@ fn attack(blocker: JobId) -> impl Strategy<Value = Attack> {
 fn greeted(socket: &Path) -> UnixStream {
     let mut s = UnixStream::connect(socket).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    proto::write_frame(
+    flex_proto::write_frame(
         &mut s,
-        &proto::Hello {
-            version: proto::PROTOCOL_VERSION,
+        &flex_proto::Hello {
+            version: flex_proto::PROTOCOL_VERSION,
             client: "hostile".into(),
         },
     )
     .unwrap();
-    match proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME).unwrap() {
+    match flex_proto::read_frame::<Response>(&mut s, flex_proto::DEFAULT_MAX_FRAME).unwrap() {
         Response::Hello { .. } => s,
         r => panic!("{r:?}"),
     }
@@ -251,7 +249,7 @@ fn send(socket: &Path, a: &Attack) -> Result<(), TestCaseError> {
             let _ = s.write_all(bytes);
             let _ = s.shutdown(std::net::Shutdown::Write);
             // Whatever comes back (an error, or nothing for an incomplete frame) is fine.
-            let _ = proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME);
+            let _ = flex_proto::read_frame::<Response>(&mut s, flex_proto::DEFAULT_MAX_FRAME);
         }
         Attack::Json(v) => {
             let mut s = greeted(socket);
@@ -259,7 +257,7 @@ fn send(socket: &Path, a: &Attack) -> Result<(), TestCaseError> {
             let mut f = (body.len() as u32).to_be_bytes().to_vec();
             f.extend_from_slice(&body);
             s.write_all(&f).unwrap();
-            let r = proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME);
+            let r = flex_proto::read_frame::<Response>(&mut s, flex_proto::DEFAULT_MAX_FRAME);
             prop_assert!(r.is_ok(), "no answer to {}: {:?}", v, r.err());
         }
         Attack::Request(req) => {
@@ -374,7 +372,7 @@ fn an_oversized_frame_is_refused_by_name_and_flexd_carries_on() {
     // A client that declares a huge frame and sends nothing more is answered the same way.
     let mut s = greeted(&d.socket());
     s.write_all(&u32::MAX.to_be_bytes()).unwrap();
-    match proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME).unwrap() {
+    match flex_proto::read_frame::<Response>(&mut s, flex_proto::DEFAULT_MAX_FRAME).unwrap() {
         Response::Error(e) => {
             assert_eq!(e.kind, ErrorKind::LimitExceeded);
             assert!(

@@ -2,8 +2,8 @@
 //! give it a cgroup (root and a writable cgroup2 mount), also the processes that left the group
 //! (`setsid`, double forks). Afterwards no recorded pid lives and every leaf is free again.
 
+use flex_proto::JobState;
 use flex_tests::{script_job, wait_for, Daemon};
-use flexsub::proto::JobState;
 use gres_plugin::{JobId, Request as ResourceRequest};
 use std::path::{Path, PathBuf};
 

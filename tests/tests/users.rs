@@ -7,8 +7,8 @@
 //! The tests create throwaway users with `useradd` and remove them at the end, and run the
 //! commands through `setpriv`; they need root and are skipped with a notice otherwise.
 
+use flex_proto::{JobState, JobView};
 use flex_tests::{bin, bin_dir, wait_for, Daemon};
-use flexsub::proto::{JobState, JobView};
 use gres_plugin::JobId;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! a handshaken connection, percentiles. Each benchmark uses part of it.
 #![allow(dead_code)]
 
-use flexsub::proto::{self, Hello, Response};
+use flex_proto::{self as proto, Hello, Response};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -9,7 +9,7 @@
 //!   both files once the end is committed to the database.
 
 use crate::paths::{run_file, status_file};
-use flexsub::proto::JobState;
+use flex_proto::JobState;
 use gres_plugin::JobId;
 use serde::{Deserialize, Serialize};
 use std::io::Write;

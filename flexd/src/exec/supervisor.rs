@@ -19,7 +19,7 @@ use super::cgroup::{self, JobCgroup};
 use super::files::{write_atomic, RunFile, StatusFile};
 use super::{interpreter, LaunchSpec};
 use crate::paths::{run_file, status_file};
-use flexsub::proto::{self, Hello, JobState, Request, Response};
+use flex_proto::{self as proto, Hello, JobState, Request, Response};
 use gres_plugin::JobId;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::{Gid, Pid, Uid};

@@ -9,7 +9,7 @@
 use super::handlers::Peer;
 use crate::state::State;
 use crate::store::{self, acct};
-use flexsub::proto::{AcctHost, AcctQuery, AcctReply, ErrorKind, Response};
+use flex_proto::{AcctHost, AcctQuery, AcctReply, ErrorKind, Response};
 use rusqlite::Connection;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -131,7 +131,7 @@ pub fn accounting(
 mod tests {
     use super::*;
     use crate::store::{NewJob, StoredAlloc, StoredUnit};
-    use flexsub::proto::JobState;
+    use flex_proto::JobState;
     use gres_plugin::JobId;
 
     fn peer(uid: u32, user: &str) -> Peer {
@@ -153,7 +153,7 @@ mod tests {
 
     fn run(conn: &mut Connection, id: JobId, start: u64, end: u64) {
         let tx = conn.transaction().unwrap();
-        let placement = crate::sched::Allocation {
+        let placement = flex_sched::Allocation {
             host: gres_plugin::HostId(0),
             units: vec![],
             cores: vec![],

@@ -6,13 +6,13 @@
 
 use crate::config::Settings;
 use crate::exec::files::StatusFile;
-use crate::sched::{self, Model, PendingJob, Reason};
 use crate::state::{Job, Outcome, State};
 use crate::store::{NewJob, StoredAlloc};
-use flexsub::proto::{
+use flex_proto::{
     CancelOutcome, ErrorKind, HostLeaves, JobSpec, JobView, LeafMapEntry, QueueFilter, QueueRows,
     Request, Response, WouldStart,
 };
+use flex_sched::{self as sched, Model, PendingJob, Reason};
 use gres_plugin::JobId;
 use std::collections::HashMap;
 
@@ -338,7 +338,7 @@ fn cancel_one(
     }
     let state = j.row.state;
     match signal {
-        Some(n) if state == flexsub::proto::JobState::Running => st
+        Some(n) if state == flex_proto::JobState::Running => st
             .signaller()
             .job_group(id, n)
             .map_err(|m| (ErrorKind::InvalidRequest, m)),

@@ -13,7 +13,7 @@ use crate::exec::files;
 use crate::exec::launch::{LaunchMsg, LaunchSink};
 use crate::state::{node_fail, Effect, Outcome, State};
 use crate::store::writer::{Done, Op, Writer};
-use flexsub::proto::{self, ErrorKind, FrameError, Hello, JobState, Request, Response};
+use flex_proto::{self as proto, ErrorKind, FrameError, Hello, JobState, Request, Response};
 use gres_plugin::JobId;
 use handlers::Peer;
 use std::collections::HashMap;
@@ -159,7 +159,7 @@ impl Shared {
         self.max_frame
             .store(s.limits.max_frame_bytes as usize, Ordering::Relaxed);
         self.with_core(|c| {
-            c.state.cluster.set_config(crate::sched::ClusterConfig {
+            c.state.cluster.set_config(flex_sched::ClusterConfig {
                 default_strategy: s.placement,
                 round_up_fractions: s.round_up_fractions,
             });

@@ -5,11 +5,11 @@ use super::handlers::{self, Peer};
 use crate::config::Settings;
 use crate::exec::affinity::CpuMap;
 use crate::exec::files::StatusFile;
-use crate::sched::{Cluster, ClusterConfig};
 use crate::state::{Effect, Found, Signaller, State};
 use crate::store::writer::Op;
 use crate::store::JobRow;
-use flexsub::proto::{Env, ErrorKind, JobSpec, JobState, QueueFilter, Request, Response};
+use flex_proto::{Env, ErrorKind, JobSpec, JobState, QueueFilter, Request, Response};
+use flex_sched::{Cluster, ClusterConfig};
 use gres_plugin::{JobId, Request as ResourceRequest};
 use std::sync::{Arc, Mutex};
 
@@ -87,7 +87,7 @@ fn error(r: Response) -> (ErrorKind, String) {
     }
 }
 
-fn view(st: &State, id: JobId) -> flexsub::proto::JobView {
+fn view(st: &State, id: JobId) -> flex_proto::JobView {
     st.view(st.job(id).unwrap())
 }
 
@@ -476,13 +476,13 @@ fn recovery_readopts_ends_and_never_hands_a_leaf_out_twice() {
     // Allocations as a previous flexd stored them: two jobs on the same leaves (a corrupt or
     // changed state) must not both be adopted.
     let (first, _) = state(0);
-    let j = crate::sched::PendingJob {
+    let j = flex_sched::PendingJob {
         id: JobId(1),
         request: ResourceRequest::leaves(14, 600),
         priority: 0,
         kind: Default::default(),
     };
-    let placement = crate::sched::Model::place(&first.cluster, &j).unwrap();
+    let placement = flex_sched::Model::place(&first.cluster, &j).unwrap();
     let stored = crate::store::StoredAlloc::new(&placement, first.cluster.host(placement.host));
     let mut alive = row(1, JobState::Running, 14);
     alive.alloc = Some(Box::new(stored.clone()));
@@ -573,14 +573,14 @@ fn answers_are_framed_as_the_protocol_frames_them() {
             next: None,
         },
         Response::QueueRows {
-            rows: flexsub::proto::QueueRows::new(std::iter::empty()),
+            rows: flex_proto::QueueRows::new(std::iter::empty()),
             next: Some(JobId(3)),
         },
     ];
     for r in answers {
         let framed = super::encode(&r).unwrap();
-        assert_eq!(framed, flexsub::proto::encode(&r));
-        let (back, used) = flexsub::proto::decode::<Response>(&framed, framed.len())
+        assert_eq!(framed, flex_proto::encode(&r));
+        let (back, used) = flex_proto::decode::<Response>(&framed, framed.len())
             .unwrap()
             .unwrap();
         assert_eq!((back, used), (r, framed.len()));

@@ -10,10 +10,12 @@ use crate::config::Settings;
 use crate::exec::affinity::CpuMap;
 use crate::exec::files::StatusFile;
 use crate::exec::launch::Launch;
-use crate::sched::{self, Allocation, Cluster, Decisions, Model, PendingJob, Reason, RunningJob};
 use crate::store::writer::{End, Op};
 use crate::store::{JobRow, NewJob, StoredAlloc};
-use flexsub::proto::{units_text, JobState, JobView, QueueRow};
+use flex_proto::{units_text, JobState, JobView, QueueRow};
+use flex_sched::{
+    self as sched, Allocation, Cluster, Decisions, Model, PendingJob, Reason, RunningJob,
+};
 use gres_plugin::env::EnvUnit;
 use gres_plugin::JobId;
 use std::borrow::Cow;

@@ -2,7 +2,7 @@
 //! one snapshot (`Arc`), and jobs that arrive or leave while a pass runs are set aside and
 //! folded in when the next pass takes the snapshot.
 
-use crate::sched::PendingJob;
+use flex_sched::PendingJob;
 use gres_plugin::JobId;
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 use super::{node_fail, pending_job, Job, Outcome, State};
 use crate::exec::files::StatusFile;
 use crate::store::JobRow;
-use flexsub::proto::JobState;
+use flex_proto::JobState;
 
 /// What recovery finds about a job that was running when flexd stopped.
 #[derive(Clone, Debug, PartialEq)]

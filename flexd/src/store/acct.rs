@@ -3,7 +3,7 @@
 //! will do.
 
 use super::{json, StoreError};
-use flexsub::proto::{AcctLeaf, AcctQuery, AcctRecord, JobState};
+use flex_proto::{AcctLeaf, AcctQuery, AcctRecord, JobState};
 use gres_plugin::JobId;
 use rusqlite::{params, Connection};
 

@@ -10,8 +10,8 @@ pub mod acct;
 pub mod schema;
 pub mod writer;
 
-use crate::sched::Allocation;
-use flexsub::proto::{AllocView, JobSpec, JobState, LeafView};
+use flex_proto::{AllocView, JobSpec, JobState, LeafView};
+use flex_sched::Allocation;
 use gres_plugin::{HostId, HostModel, JobId, Request as ResourceRequest};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};

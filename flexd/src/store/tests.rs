@@ -83,7 +83,7 @@ fn an_environment_is_stored_once_for_the_jobs_that_share_it() {
     let dir = tempfile::tempdir().unwrap();
     let mut conn = open(&dir.path().join("flex.db")).unwrap();
     let mut envs = Envs::default();
-    let other: flexsub::proto::Env = vec![("HOME".to_string(), "/home/bo".to_string())].into();
+    let other: flex_proto::Env = vec![("HOME".to_string(), "/home/bo".to_string())].into();
     let tx = conn.transaction().unwrap();
     let a = insert_job(&tx, &new_job("a"), &mut envs).unwrap();
     let mut j = new_job("b");
@@ -222,10 +222,10 @@ fn starts_and_ends_are_recorded_and_loaded() {
     let host = gres_plugin::probe::discover_file(std::path::Path::new("a100-40gb-x2.toml"))
         .unwrap()
         .host;
-    let cluster = crate::sched::Cluster::new(vec![host.clone()], Default::default());
-    let placement = crate::sched::Model::place(
+    let cluster = flex_sched::Cluster::new(vec![host.clone()], Default::default());
+    let placement = flex_sched::Model::place(
         &cluster,
-        &crate::sched::PendingJob {
+        &flex_sched::PendingJob {
             id: JobId(1),
             request: ResourceRequest::leaves(2, 60),
             priority: 0,

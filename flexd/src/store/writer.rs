@@ -6,7 +6,7 @@
 //! changes are retried one transaction each, so one bad change does not fail the others.
 
 use super::{event, insert_job, start_job, state_name, Envs, NewJob, StoreError, StoredAlloc};
-use flexsub::proto::JobState;
+use flex_proto::JobState;
 use gres_plugin::JobId;
 use rusqlite::{params, Connection, Transaction};
 use std::sync::mpsc;

@@ -2,9 +2,9 @@
 //! ways rows are printed (sacct's fixed-width columns, delimited text, CSV).
 
 use crate::error::Error;
-use crate::proto::AcctRecord;
 use crate::usage;
 use crate::when;
+use flex_proto::AcctRecord;
 use gres_plugin::topology::format_cpu_list;
 use jiff::tz::TimeZone;
 
@@ -344,8 +344,8 @@ pub fn render(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::proto::{AcctLeaf, JobState};
     use crate::usage::tests::record;
+    use flex_proto::{AcctLeaf, JobState};
 
     pub(crate) fn ctx() -> Ctx {
         Ctx {

@@ -11,10 +11,10 @@ pub use fields::{
 
 use crate::client::{into_error, Client};
 use crate::error::{exit, Error};
-use crate::proto::{AcctQuery, AcctRecord, JobState, Request, Response};
 use crate::usage;
 use crate::when;
 use clap::Parser;
+use flex_proto::{AcctQuery, AcctRecord, JobState, Request, Response};
 use gres_plugin::JobId;
 use std::io::Write;
 
@@ -187,13 +187,13 @@ pub fn period(
 }
 
 /// Ask flexd for the records.
-pub fn fetch(q: AcctQuery, client: &str) -> Result<crate::proto::AcctReply, Error> {
+pub fn fetch(q: AcctQuery, client: &str) -> Result<flex_proto::AcctReply, Error> {
     fetch_from(&mut Client::connect(client)?, q)
 }
 
 /// Ask for every page of records on one connection.
-pub fn fetch_from(c: &mut Client, mut q: AcctQuery) -> Result<crate::proto::AcctReply, Error> {
-    let mut all: Option<crate::proto::AcctReply> = None;
+pub fn fetch_from(c: &mut Client, mut q: AcctQuery) -> Result<flex_proto::AcctReply, Error> {
+    let mut all: Option<flex_proto::AcctReply> = None;
     loop {
         let page = match c.call(&Request::Accounting(q.clone()))? {
             Response::Accounting(r) => r,
@@ -303,7 +303,7 @@ mod tests {
 
     #[test]
     fn every_page_is_fetched() {
-        use crate::proto::{self, AcctReply};
+        use flex_proto::{self as proto, AcctReply};
         let (_dir, path, server) = crate::client::stand_in(Some(proto::PROTOCOL_VERSION), |s| {
             let mut afters = Vec::new();
             for (ids, more) in [(vec![1, 2], true), (vec![5], false)] {

@@ -7,7 +7,7 @@ fn main() {
         eprintln!("usage: flex-testclient REQUEST-JSON (with FLEX_SOCKET set)");
         std::process::exit(2);
     };
-    let req: flexsub::proto::Request = match serde_json::from_str(&req) {
+    let req: flex_proto::Request = match serde_json::from_str(&req) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("flex-testclient: bad request: {e}");

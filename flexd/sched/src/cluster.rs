@@ -1,0 +1,157 @@
+//! Flex's own model: hosts of MIG leaves and whole GPUs over the Gaia access-cost tree, with
+//! exclusive CPU cores. Placement rules live in `place`; this file keeps the free state.
+
+use super::alloc::Allocation;
+use super::place::{self, ClusterConfig, HostState};
+use super::{Model, PendingJob};
+use gres_plugin::tree::CostTree;
+use gres_plugin::{CoreId, HostId, HostModel, LeafId, Request};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// The free state of every host.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    hosts: Vec<HostState>,
+    /// Hosts by free share at the root (thousandths), for best-fit search across hosts.
+    by_free: BTreeSet<(u32, HostId)>,
+    /// One idle copy per distinct host model, for admission.
+    idle: Arc<Vec<HostState>>,
+    config: ClusterConfig,
+}
+
+impl Cluster {
+    pub fn new(hosts: Vec<HostModel>, config: ClusterConfig) -> Self {
+        let models: Vec<Arc<HostModel>> = hosts.into_iter().map(Arc::new).collect();
+        Self::from_shared(models, config)
+    }
+
+    /// Build from shared host models: hosts that share one `Arc` share their static data.
+    pub fn from_shared(models: Vec<Arc<HostModel>>, config: ClusterConfig) -> Self {
+        let mut idle: Vec<HostState> = Vec::new();
+        let mut hosts = Vec::with_capacity(models.len());
+        for m in models {
+            let state = match idle.iter().find(|h| Arc::ptr_eq(&h.model, &m)) {
+                Some(h) => h.clone(),
+                None => {
+                    let h = HostState::new(m);
+                    idle.push(h.clone());
+                    h
+                }
+            };
+            hosts.push(state);
+        }
+        let by_free = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.free_root(), HostId(i as u32)))
+            .collect();
+        Self {
+            hosts,
+            by_free,
+            idle: Arc::new(idle),
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    pub fn set_config(&mut self, config: ClusterConfig) {
+        self.config = config;
+    }
+
+    pub fn hosts(&self) -> impl Iterator<Item = (HostId, &HostModel)> {
+        self.hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (HostId(i as u32), &*h.model))
+    }
+
+    pub fn host(&self, id: HostId) -> &HostModel {
+        &self.hosts[id.0 as usize].model
+    }
+
+    pub fn tree(&self, id: HostId) -> &CostTree {
+        &self.hosts[id.0 as usize].stat.tree
+    }
+
+    pub fn capacity(&self, id: HostId) -> &gres_plugin::tree::Capacity {
+        &self.hosts[id.0 as usize].cap
+    }
+
+    /// Free thousandths of a leaf (1000 = idle).
+    pub fn leaf_free(&self, host: HostId, leaf: LeafId) -> u32 {
+        let h = &self.hosts[host.0 as usize];
+        h.cap.leaf_free(&h.stat.tree, leaf)
+    }
+
+    pub fn core_free(&self, host: HostId, core: CoreId) -> bool {
+        self.hosts[host.0 as usize].core_is_free(core)
+    }
+
+    /// Occupy an allocation recorded earlier (re-adopting jobs after a restart), refusing one
+    /// that overlaps what is already taken or names units and cores this host does not have.
+    pub fn try_occupy(&mut self, a: &Allocation) -> Result<(), String> {
+        let h = self
+            .hosts
+            .get(a.host.0 as usize)
+            .ok_or_else(|| format!("host {} does not exist", a.host))?;
+        h.check_free(a)?;
+        self.occupy(a);
+        Ok(())
+    }
+
+    fn update<F: FnOnce(&mut HostState)>(&mut self, host: HostId, f: F) {
+        let h = &mut self.hosts[host.0 as usize];
+        let before = h.free_root();
+        f(h);
+        let after = h.free_root();
+        if before != after {
+            self.by_free.remove(&(before, host));
+            self.by_free.insert((after, host));
+        }
+    }
+
+    fn place_on(&self, host: HostId, req: &Request) -> Option<Allocation> {
+        let h = &self.hosts[host.0 as usize];
+        place::place(h, req, &self.config).map(|(units, cores)| Allocation { host, units, cores })
+    }
+}
+
+impl Model for Cluster {
+    type Placement = Allocation;
+
+    fn admit(&self, job: &PendingJob) -> Result<(), String> {
+        let req = &job.request;
+        req.validate()?;
+        if self
+            .idle
+            .iter()
+            .any(|h| place::place(h, req, &self.config).is_some())
+        {
+            return Ok(());
+        }
+        Err(place::why_not(&self.idle, req, &self.config))
+    }
+
+    fn place(&self, job: &PendingJob) -> Option<Allocation> {
+        let lb = place::lower_bound(&job.request);
+        self.by_free
+            .range((lb, HostId(0))..)
+            .find_map(|&(_, host)| self.place_on(host, &job.request))
+    }
+
+    fn place_after_release(&self, job: &PendingJob, released: &Allocation) -> Option<Allocation> {
+        self.place_on(released.host, &job.request)
+    }
+
+    fn occupy(&mut self, a: &Allocation) {
+        self.update(a.host, |h| h.occupy(a));
+    }
+
+    fn release(&mut self, a: &Allocation) {
+        self.update(a.host, |h| h.release(a));
+    }
+}

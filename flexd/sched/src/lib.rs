@@ -1,0 +1,189 @@
+//! The scheduler core: one pure function that decides every placement, for flexd and flexsim
+//! alike. It is called with the world as it is (the free state of the hosts, the queue, the
+//! running jobs and `now`) and answers with decisions; it has no I/O and reads no clock.
+//!
+//! - [`Model`] is what a pass places jobs on. [`Cluster`] is Flex's own model: MIG leaves and
+//!   whole GPUs over the Gaia access-cost tree. flexsim plugs its Static- and Dynamic-MIG
+//!   baselines in as other models.
+//! - [`schedule`] is the pass: FIFO, or aggressive (EASY) backfilling with a window of K.
+
+mod alloc;
+mod cluster;
+mod pass;
+mod place;
+#[cfg(test)]
+mod tests;
+
+pub use alloc::{Allocation, Unit};
+pub use cluster::Cluster;
+pub use pass::{estimate_starts, schedule};
+pub use place::ClusterConfig;
+
+use gres_plugin::{JobId, Request};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Seconds: since the Unix epoch in flexd, since the start of the trace in flexsim.
+pub type Time = u64;
+
+/// What a job is for; a model that reconfigures hardware must never drain an `Infer` job.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum JobKind {
+    /// A batch job (training or anything else that tolerates a pause).
+    #[default]
+    Batch,
+    /// A latency-sensitive inference job.
+    Infer,
+}
+
+/// A job waiting in the queue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingJob {
+    pub id: JobId,
+    pub request: Request,
+    /// Higher runs first; equal priorities run in submission (id) order.
+    pub priority: i64,
+    pub kind: JobKind,
+}
+
+/// A job holding resources.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunningJob<P> {
+    pub id: JobId,
+    pub placement: P,
+    /// Start plus time limit: when its resources are free at the latest.
+    pub expected_end: Time,
+}
+
+/// Which jobs may start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyKind {
+    /// The head of the queue blocks everything behind it.
+    Fifo,
+    /// Aggressive (EASY) backfilling: the head gets a reservation; later jobs start now when
+    /// they fit and do not delay it.
+    Backfill,
+}
+
+impl std::str::FromStr for PolicyKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fifo" => Ok(PolicyKind::Fifo),
+            "backfill" | "easy" => Ok(PolicyKind::Backfill),
+            _ => Err(format!("unknown policy {s:?} (fifo or backfill)")),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    pub kind: PolicyKind,
+    /// Backfill candidates examined behind the head; 0 means the whole queue.
+    pub window: usize,
+}
+
+impl Policy {
+    /// The Flex-MIG evaluation's window.
+    pub const DEFAULT_WINDOW: usize = 14;
+
+    pub fn fifo() -> Self {
+        Self {
+            kind: PolicyKind::Fifo,
+            window: Self::DEFAULT_WINDOW,
+        }
+    }
+
+    pub fn backfill(window: usize) -> Self {
+        Self {
+            kind: PolicyKind::Backfill,
+            window,
+        }
+    }
+}
+
+/// Why a job is still pending.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reason {
+    /// Not enough free resources for it now.
+    Resources,
+    /// A job ahead of it goes first.
+    Priority,
+    /// It would fit now, but would delay the head job's reservation.
+    Reservation,
+    /// No host could ever run it; the message says why.
+    Unsatisfiable(String),
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Resources => f.write_str("Resources"),
+            Reason::Priority => f.write_str("Priority"),
+            Reason::Reservation => f.write_str("Reservation"),
+            Reason::Unsatisfiable(m) => write!(f, "Unsatisfiable: {m}"),
+        }
+    }
+}
+
+/// A job the pass starts now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Start<P> {
+    pub job: JobId,
+    pub placement: P,
+}
+
+/// The head job's reservation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    pub job: JobId,
+    pub start: Time,
+}
+
+/// A pending job's state after the pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    pub job: JobId,
+    pub reason: Reason,
+    pub estimated_start: Option<Time>,
+}
+
+/// What one pass decided.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decisions<P> {
+    pub starts: Vec<Start<P>>,
+    pub reservation: Option<Reservation>,
+    /// Every pending job that does not start, in queue order.
+    pub pending: Vec<Pending>,
+}
+
+/// What a pass places jobs on: the free state of some hardware under some allocation rules.
+///
+/// `Clone` must be cheap enough to do twice per pass (the pass plans on copies).
+pub trait Model: Clone {
+    type Placement: Clone + fmt::Debug;
+
+    /// Could the job ever run here, on idle hardware? The error says why not.
+    fn admit(&self, job: &PendingJob) -> Result<(), String>;
+
+    /// Where the job would go now, or None when it does not fit now.
+    fn place(&self, job: &PendingJob) -> Option<Self::Placement>;
+
+    /// Like [`Model::place`], called right after `released` was given back; a model may look
+    /// only where that freed something (nothing else changed since the last failed `place`).
+    fn place_after_release(
+        &self,
+        job: &PendingJob,
+        released: &Self::Placement,
+    ) -> Option<Self::Placement> {
+        let _ = released;
+        self.place(job)
+    }
+
+    /// Mark a placement's resources as used.
+    fn occupy(&mut self, p: &Self::Placement);
+
+    /// Give a placement's resources back.
+    fn release(&mut self, p: &Self::Placement);
+}

@@ -1,0 +1,614 @@
+//! Placement on one host, combining the seeds' rules:
+//!
+//! 1. Size-aware leaf type (Flex-MIG §3.2): a 1-leaf job prefers the leaf with the most memory
+//!    (1g.10gb on the testbed), a larger job the least (1g.5gb), taking the other rather than
+//!    waiting.
+//! 2. Lowest-cost subtree (Gaia Link) with an even spread inside it (Flex-MIG round-robin):
+//!    candidate subtrees are GPUs and tree nodes with several children; leaves are dealt
+//!    round-robin over the subtree's GPUs. Subtrees are compared by, in order: the number of
+//!    leaves needed (smallest set first), the most leaves on one GPU (even spread first, as
+//!    Flex-MIG's Figure 9 shows concentration costs most), leaves of the non-preferred type, the
+//!    access cost, then best fit (fewest free units in the subtree, then in each ancestor), which
+//!    keeps whole subtrees free for larger jobs (Gaia Singular).
+//! 3. Whole GPUs (MIG off): n idle GPUs under the cheapest subtree (Link, Singular for n = 1);
+//!    a share below one GPU on the best-fitting partly used GPU (Fragment), or by the job's
+//!    ModelGrid strategy.
+//! 4. Cores: the requested count per unit from the NUMA node of that unit's GPU, the GPU's
+//!    affinity cores first, exclusive; farther NUMA nodes only when the near one is full.
+
+use super::alloc::{Allocation, Unit};
+use gres_plugin::request::Strategy;
+use gres_plugin::tree::{Capacity, CostTree, NodeId, WHOLE};
+use gres_plugin::{CoreId, HostModel, LeafId, Request};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// Placement settings that come from the daemon's configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterConfig {
+    /// How shares of whole GPUs are chosen when a job does not say.
+    pub default_strategy: Strategy,
+    /// Round a non-integer GPU fraction above 1 up to whole GPUs instead of rejecting it.
+    pub round_up_fractions: bool,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            default_strategy: Strategy::BestFit,
+            round_up_fractions: false,
+        }
+    }
+}
+
+/// What never changes about a host.
+#[derive(Debug)]
+pub(crate) struct HostStatic {
+    pub(crate) tree: CostTree,
+    roots: Vec<NodeId>,
+    /// GPU position of each leaf.
+    leaf_gpu: Vec<u32>,
+    /// Leaves of each GPU position.
+    gpu_leaves: Vec<Vec<LeafId>>,
+    /// Core positions (into `HostModel::cores`) in order of preference for each GPU position.
+    core_order: Vec<Vec<u32>>,
+    has_mig: bool,
+    /// Memory of the smallest whole (non-MIG) GPU, 0 when there is none.
+    whole_gpu_mem: u64,
+}
+
+/// The free state of one host.
+#[derive(Clone, Debug)]
+pub(crate) struct HostState {
+    pub(crate) model: Arc<HostModel>,
+    pub(crate) stat: Arc<HostStatic>,
+    pub(crate) cap: Capacity,
+    cores_free: Vec<u64>,
+    n_cores_free: u32,
+}
+
+impl HostState {
+    pub(crate) fn new(model: Arc<HostModel>) -> Self {
+        let tree = CostTree::build(&model);
+        let roots = tree.placement_roots();
+        let leaf_gpu = model
+            .leaves
+            .iter()
+            .map(|l| model.gpu_pos(l.gpu).unwrap_or(0) as u32)
+            .collect();
+        let mut gpu_leaves = vec![Vec::new(); model.gpus.len()];
+        for l in &model.leaves {
+            if let Some(p) = model.gpu_pos(l.gpu) {
+                gpu_leaves[p].push(l.id);
+            }
+        }
+        let core_order = model
+            .gpus
+            .iter()
+            .map(|g| {
+                let mut pos: Vec<u32> = (0..model.cores.len() as u32).collect();
+                pos.sort_by_key(|&p| {
+                    let c = model.cores[p as usize];
+                    (
+                        c.numa_node.abs_diff(g.numa_node),
+                        !g.cpu_affinity.contains(&c.id),
+                        c.id,
+                    )
+                });
+                pos
+            })
+            .collect();
+        let has_mig = model.leaves.iter().any(|l| l.is_mig());
+        let whole_gpu_mem = model
+            .leaves
+            .iter()
+            .filter(|l| !l.is_mig())
+            .map(|l| l.memory_bytes)
+            .min()
+            .unwrap_or(0);
+        let n = model.cores.len();
+        let mut cores_free = vec![0u64; n.div_ceil(64)];
+        for p in 0..n {
+            cores_free[p / 64] |= 1 << (p % 64);
+        }
+        let cap = Capacity::new(&tree);
+        Self {
+            stat: Arc::new(HostStatic {
+                tree,
+                roots,
+                leaf_gpu,
+                gpu_leaves,
+                core_order,
+                has_mig,
+                whole_gpu_mem,
+            }),
+            model,
+            cap,
+            cores_free,
+            n_cores_free: n as u32,
+        }
+    }
+
+    pub(crate) fn free_root(&self) -> u32 {
+        self.cap.free[0]
+    }
+
+    fn free(&self, leaf: LeafId) -> u32 {
+        self.cap.leaf_free(&self.stat.tree, leaf)
+    }
+
+    fn core_pos(&self, core: CoreId) -> Option<usize> {
+        self.model.cores.binary_search_by_key(&core, |c| c.id).ok()
+    }
+
+    pub(crate) fn core_is_free(&self, core: CoreId) -> bool {
+        self.core_pos(core)
+            .is_some_and(|p| self.cores_free[p / 64] >> (p % 64) & 1 == 1)
+    }
+
+    pub(crate) fn check_free(&self, a: &Allocation) -> Result<(), String> {
+        for u in &a.units {
+            if u.leaf.0 as usize >= self.model.leaves.len() {
+                return Err(format!("leaf {} does not exist on this host", u.leaf));
+            }
+            if self.free(u.leaf) < u.share {
+                return Err(format!(
+                    "leaf {} ({}) is already taken",
+                    u.leaf,
+                    self.model.leaf(u.leaf).uuid
+                ));
+            }
+        }
+        for c in &a.cores {
+            if !self.core_is_free(*c) {
+                return Err(format!("core {c} is already taken or does not exist"));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn occupy(&mut self, a: &Allocation) {
+        for u in &a.units {
+            self.cap.take(&self.stat.tree, u.leaf, u.share);
+        }
+        for c in &a.cores {
+            let p = self.core_pos(*c).expect("allocated core exists");
+            debug_assert!(self.cores_free[p / 64] >> (p % 64) & 1 == 1);
+            self.cores_free[p / 64] &= !(1 << (p % 64));
+            self.n_cores_free -= 1;
+        }
+    }
+
+    pub(crate) fn release(&mut self, a: &Allocation) {
+        for u in &a.units {
+            self.cap.give(&self.stat.tree, u.leaf, u.share);
+        }
+        for c in &a.cores {
+            let p = self.core_pos(*c).expect("allocated core exists");
+            debug_assert!(self.cores_free[p / 64] >> (p % 64) & 1 == 0);
+            self.cores_free[p / 64] |= 1 << (p % 64);
+            self.n_cores_free += 1;
+        }
+    }
+
+    /// Best fit between two subtrees: less free share at the subtree, then at each ancestor
+    /// upward, then the lower node id (the order of [`HostState::fit_key`], without allocating).
+    fn cmp_fit(&self, a: NodeId, b: NodeId) -> std::cmp::Ordering {
+        let free = |n: NodeId| self.cap.free[n.0 as usize];
+        let (mut x, mut y) = (self.stat.tree.ancestors(a), self.stat.tree.ancestors(b));
+        loop {
+            match (x.next(), y.next()) {
+                (Some(p), Some(q)) => match free(p).cmp(&free(q)) {
+                    std::cmp::Ordering::Equal => continue,
+                    o => return o,
+                },
+                (None, Some(_)) => return std::cmp::Ordering::Less,
+                (Some(_), None) => return std::cmp::Ordering::Greater,
+                (None, None) => return a.cmp(&b),
+            }
+        }
+    }
+
+    /// Free share of the subtree at `n`, and of each of its ancestors (best-fit keys).
+    fn fit_key(&self, n: NodeId) -> Vec<u32> {
+        self.stat
+            .tree
+            .ancestors(n)
+            .map(|a| self.cap.free[a.0 as usize])
+            .collect()
+    }
+}
+
+/// Compute slices a fraction asks for on MIG: ceil(f × 7).
+pub(crate) fn slices(f: f64) -> u32 {
+    (f * 7.0 - 1e-9).ceil().max(1.0) as u32
+}
+
+/// Thousandths of a GPU a fraction asks for.
+fn milli(f: f64) -> u32 {
+    (f * WHOLE as f64 - 1e-9).ceil().max(1.0) as u32
+}
+
+/// What the request means on whole (non-MIG) GPUs of `gpu_mem` bytes each.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum WholeAsk {
+    Gpus(u32),
+    Share(u32),
+}
+
+fn whole_ask(req: &Request, gpu_mem: u64, cfg: &ClusterConfig) -> Result<WholeAsk, String> {
+    let mem_gpus = req
+        .mem_bytes
+        .map_or(0, |m| m.div_ceil(gpu_mem.max(1)) as u32);
+    if let Some(n) = req.leaves {
+        return Ok(WholeAsk::Gpus(n.max(mem_gpus)));
+    }
+    let mem_share = req.mem_bytes.map_or(0, |m| {
+        ((m as u128 * WHOLE as u128).div_ceil(gpu_mem.max(1) as u128)) as u64
+    });
+    match req.gpus {
+        Some(f) if f > 1.0 && f.fract() != 0.0 && !cfg.round_up_fractions => Err(format!(
+            "a GPU fraction above 1 must be a whole number of GPUs, not {f} (or set round_up_fractions)"
+        )),
+        Some(f) if f >= 1.0 => Ok(WholeAsk::Gpus((f.ceil() as u32).max(mem_gpus))),
+        Some(f) => {
+            let s = (milli(f) as u64).max(mem_share);
+            Ok(if s <= WHOLE as u64 {
+                WholeAsk::Share(s as u32)
+            } else {
+                WholeAsk::Gpus(mem_gpus)
+            })
+        }
+        None if mem_share <= WHOLE as u64 => Ok(WholeAsk::Share(mem_share.max(1) as u32)),
+        None => Ok(WholeAsk::Gpus(mem_gpus)),
+    }
+}
+
+/// Free share at a host's root below which the request cannot fit there.
+pub(crate) fn lower_bound(req: &Request) -> u32 {
+    let by_leaves = req.leaves.map_or(1, |n| n.saturating_mul(WHOLE));
+    let by_frac = req.gpus.map_or(1, |f| slices(f).min(milli(f)));
+    by_leaves.max(by_frac).max(1)
+}
+
+/// Place a request on one host: its units and cores, or None.
+pub(crate) fn place(
+    h: &HostState,
+    req: &Request,
+    cfg: &ClusterConfig,
+) -> Option<(Vec<Unit>, Vec<CoreId>)> {
+    let wants_whole = req.leaf_type.as_deref() == Some("gpu");
+    let mut units = None;
+    if h.stat.has_mig && !wants_whole {
+        units = place_leaves(h, req);
+    }
+    if units.is_none()
+        && h.stat.whole_gpu_mem > 0
+        && req.leaf_type.as_deref().is_none_or(|t| t == "gpu")
+    {
+        units = match whole_ask(req, h.stat.whole_gpu_mem, cfg).ok()? {
+            WholeAsk::Gpus(n) => place_whole(h, n),
+            WholeAsk::Share(s) => place_share(h, s, req.placement.unwrap_or(cfg.default_strategy)),
+        };
+    }
+    let units = units?;
+    let cores = pick_cores(h, &units, req.cores_per_leaf)?;
+    Some((units, cores))
+}
+
+/// How a subtree's set of leaves ranks, best first: leaves needed, most leaves on one GPU,
+/// leaves of the non-preferred type, access cost (best fit breaks the remaining ties).
+type LeafKey = (u32, usize, usize, u32);
+
+/// MIG leaves: the smallest set on one subtree, spread round-robin over its GPUs.
+fn place_leaves(h: &HostState, req: &Request) -> Option<Vec<Unit>> {
+    let m = &h.model;
+    let k = req
+        .leaves
+        .unwrap_or(0)
+        .max(req.gpus.map_or(0, slices))
+        .max(1);
+    let mem_of = |l: LeafId| m.leaf(l).memory_bytes;
+    let need_mem = req.mem_bytes.unwrap_or(0);
+
+    // Free eligible leaves of each GPU position, in one buffer: gpu g owns flat[at[g]..at[g+1]].
+    let mut flat: Vec<LeafId> = Vec::with_capacity(m.leaves.len());
+    let mut at: Vec<usize> = Vec::with_capacity(h.stat.gpu_leaves.len() + 1);
+    let (mut lo, mut hi) = (u64::MAX, 0u64);
+    for ls in &h.stat.gpu_leaves {
+        at.push(flat.len());
+        for &l in ls {
+            let leaf = m.leaf(l);
+            if leaf.is_mig()
+                && h.free(l) == WHOLE
+                && req.leaf_type.as_deref().is_none_or(|t| leaf.profile == t)
+            {
+                flat.push(l);
+                lo = lo.min(leaf.memory_bytes);
+                hi = hi.max(leaf.memory_bytes);
+            }
+        }
+    }
+    at.push(flat.len());
+    if (flat.len() as u32) < k {
+        return None;
+    }
+    // How many leaves the smallest set on the whole host takes, and the preferred leaf memory:
+    // the most for a 1-leaf job, the least for a larger one.
+    let n_host = if need_mem == 0 {
+        k
+    } else {
+        let mut all: Vec<u64> = flat.iter().map(|&l| mem_of(l)).collect();
+        all.sort_unstable_by(|a, b| b.cmp(a));
+        smallest_set(&all, k, need_mem)?
+    };
+    let pref_mem = if n_host == 1 { hi } else { lo };
+    for g in 0..at.len() - 1 {
+        flat[at[g]..at[g + 1]].sort_by_key(|&l| (mem_of(l) != pref_mem, l));
+    }
+    let slice = |g: u32| &flat[at[g as usize]..at[g as usize + 1]];
+
+    let mut best: Option<(LeafKey, NodeId, Vec<LeafId>)> = None;
+    for &r in &h.stat.roots {
+        let node = h.stat.tree.node(r);
+        let gpus = &node.gpus;
+        let free_here: usize = gpus.iter().map(|&g| slice(g).len()).sum();
+        if (free_here as u32) < k {
+            continue;
+        }
+        let n = if need_mem == 0 {
+            k
+        } else {
+            let mut mems: Vec<u64> = gpus
+                .iter()
+                .flat_map(|&g| slice(g).iter().map(|&l| mem_of(l)))
+                .collect();
+            mems.sort_unstable_by(|a, b| b.cmp(a));
+            match smallest_set(&mems, k, need_mem) {
+                Some(n) => n,
+                None => continue,
+            }
+        };
+        let (mut chosen, mut spread) = round_robin(gpus, &slice, n as usize)?;
+        if need_mem > 0 {
+            if !top_up_memory(&mut chosen, gpus, &slice, need_mem, mem_of) {
+                continue;
+            }
+            spread = max_per_gpu(h, &chosen);
+        }
+        let nonpref = chosen.iter().filter(|&&l| mem_of(l) != pref_mem).count();
+        let head = (n, spread, nonpref, node.access_cost);
+        let better = match &best {
+            None => true,
+            Some((bh, br, _)) => head.cmp(bh).then_with(|| h.cmp_fit(r, *br)).is_lt(),
+        };
+        if better {
+            best = Some((head, r, chosen));
+        }
+    }
+    let (_, _, mut chosen) = best?;
+    chosen.sort_unstable();
+    Some(
+        chosen
+            .into_iter()
+            .map(|leaf| Unit { leaf, share: WHOLE })
+            .collect(),
+    )
+}
+
+fn max_per_gpu(h: &HostState, chosen: &[LeafId]) -> usize {
+    let mut counts = vec![0usize; h.stat.gpu_leaves.len()];
+    for &l in chosen {
+        counts[h.stat.leaf_gpu[l.0 as usize] as usize] += 1;
+    }
+    counts.into_iter().max().unwrap_or(0)
+}
+
+/// Fewest leaves (at least `k`) whose memory, largest first, reaches `mem`.
+fn smallest_set(mems_desc: &[u64], k: u32, mem: u64) -> Option<u32> {
+    let mut sum = 0u64;
+    for (i, m) in mems_desc.iter().enumerate() {
+        sum += m;
+        if sum >= mem && i as u32 + 1 >= k {
+            return Some(i as u32 + 1);
+        }
+    }
+    None
+}
+
+/// Deal `n` leaves over `gpus`: each next leaf from the GPU with the fewest dealt so far (ties:
+/// the one with the most left, then the lowest position). Returns the leaves and the most
+/// dealt to one GPU.
+fn round_robin<'a>(
+    gpus: &[u32],
+    slice: &impl Fn(u32) -> &'a [LeafId],
+    n: usize,
+) -> Option<(Vec<LeafId>, usize)> {
+    let mut taken = vec![0usize; gpus.len()];
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (i, _) = gpus
+            .iter()
+            .enumerate()
+            .filter(|(i, &g)| taken[*i] < slice(g).len())
+            .min_by_key(|(i, &g)| (taken[*i], std::cmp::Reverse(slice(g).len() - taken[*i]), g))?;
+        out.push(slice(gpus[i])[taken[i]]);
+        taken[i] += 1;
+    }
+    Some((out, taken.into_iter().max().unwrap_or(0)))
+}
+
+/// Swap small leaves for larger free ones in the subtree until the memory is met.
+fn top_up_memory<'a>(
+    chosen: &mut [LeafId],
+    gpus: &[u32],
+    slice: &impl Fn(u32) -> &'a [LeafId],
+    need: u64,
+    mem_of: impl Fn(LeafId) -> u64,
+) -> bool {
+    let mut spare: Vec<LeafId> = gpus
+        .iter()
+        .flat_map(|&g| slice(g).iter().copied())
+        .filter(|l| !chosen.contains(l))
+        .collect();
+    spare.sort_by_key(|&l| (std::cmp::Reverse(mem_of(l)), l));
+    let mut sum: u64 = chosen.iter().map(|&l| mem_of(l)).sum();
+    let mut spare = spare.into_iter();
+    while sum < need {
+        let Some(big) = spare.next() else {
+            return false;
+        };
+        let (i, &small) = chosen
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, &l)| (mem_of(l), std::cmp::Reverse(l)))
+            .expect("non-empty");
+        if mem_of(big) <= mem_of(small) {
+            return false;
+        }
+        sum = sum - mem_of(small) + mem_of(big);
+        chosen[i] = big;
+    }
+    true
+}
+
+/// `n` idle whole GPUs under the cheapest subtree that holds them (Gaia Link; Singular when
+/// n = 1, through the best-fit keys).
+fn place_whole(h: &HostState, n: u32) -> Option<Vec<Unit>> {
+    let m = &h.model;
+    let idle = |g: u32| -> Option<LeafId> {
+        let ls = &h.stat.gpu_leaves[g as usize];
+        match ls.as_slice() {
+            [l] if !m.leaf(*l).is_mig() && h.free(*l) == WHOLE => Some(*l),
+            _ => None,
+        }
+    };
+    let mut best: Option<(Vec<u64>, Vec<LeafId>)> = None;
+    for &r in &h.stat.roots {
+        let node = h.stat.tree.node(r);
+        let mut cands: Vec<(Vec<u32>, LeafId)> = node
+            .gpus
+            .iter()
+            .filter_map(|&g| idle(g).map(|l| (h.fit_key(h.stat.tree.gpu_node[g as usize]), l)))
+            .collect();
+        if (cands.len() as u32) < n {
+            continue;
+        }
+        // Inside the subtree, fill the busiest corners first.
+        cands.sort();
+        let chosen: Vec<LeafId> = cands.into_iter().take(n as usize).map(|(_, l)| l).collect();
+        let mut key = vec![node.access_cost as u64];
+        key.extend(h.fit_key(r).into_iter().map(u64::from));
+        key.push(r.0 as u64);
+        if best.as_ref().is_none_or(|(b, _)| key < *b) {
+            best = Some((key, chosen));
+        }
+    }
+    let (_, mut chosen) = best?;
+    chosen.sort_unstable();
+    Some(
+        chosen
+            .into_iter()
+            .map(|leaf| Unit { leaf, share: WHOLE })
+            .collect(),
+    )
+}
+
+/// A share of one whole GPU, chosen by strategy.
+fn place_share(h: &HostState, share: u32, strategy: Strategy) -> Option<Vec<Unit>> {
+    let m = &h.model;
+    let cands = m
+        .leaves
+        .iter()
+        .filter(|l| !l.is_mig() && h.free(l.id) >= share)
+        .map(|l| l.id);
+    let gpu_index = |l: LeafId| m.leaf(l).gpu;
+    let leaf = match strategy {
+        // Gaia Fragment / ModelGrid memory-optimized: the least free share that holds it; among
+        // idle GPUs, the one in the busiest subtree (ancestor keys).
+        Strategy::BestFit => {
+            cands.min_by_key(|&l| (h.fit_key(h.stat.tree.leaf_node[l.0 as usize]), gpu_index(l)))
+        }
+        Strategy::FillFirst => cands.min_by_key(|&l| gpu_index(l)),
+        Strategy::BalanceLoad => {
+            cands.min_by_key(|&l| (std::cmp::Reverse(h.free(l)), gpu_index(l)))
+        }
+    }?;
+    Some(vec![Unit { leaf, share }])
+}
+
+/// `per` cores for each unit, nearest its GPU first, exclusive.
+fn pick_cores(h: &HostState, units: &[Unit], per: u32) -> Option<Vec<CoreId>> {
+    // A hostile request may ask for u32::MAX cores per leaf: no host has that many.
+    let need = (units.len() as u32).checked_mul(per)?;
+    if need > h.n_cores_free {
+        return None;
+    }
+    let mut free = h.cores_free.clone();
+    let mut out = Vec::with_capacity(need as usize);
+    for u in units {
+        let g = h.stat.leaf_gpu[u.leaf.0 as usize] as usize;
+        let mut left = per;
+        for &p in &h.stat.core_order[g] {
+            if left == 0 {
+                break;
+            }
+            let p = p as usize;
+            if free[p / 64] >> (p % 64) & 1 == 1 {
+                free[p / 64] &= !(1 << (p % 64));
+                out.push(h.model.cores[p].id);
+                left -= 1;
+            }
+        }
+        if left > 0 {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+/// Why a request fits no idle host, for the admission error.
+pub(crate) fn why_not(idle: &[HostState], req: &Request, cfg: &ClusterConfig) -> String {
+    let max = |f: &dyn Fn(&HostState) -> u64| idle.iter().map(f).max().unwrap_or(0);
+    if let Some(t) = req.leaf_type.as_deref() {
+        let have = |h: &HostState| h.model.leaves.iter().filter(|l| l.profile == t).count() as u64;
+        if max(&have) == 0 {
+            return format!("no host has leaves of type {t}");
+        }
+    }
+    let leaves = max(&|h| h.model.leaves.len() as u64);
+    let k = req.leaves.unwrap_or(0).max(req.gpus.map_or(0, slices)) as u64;
+    if idle.iter().all(|h| !h.stat.has_mig) {
+        for h in idle {
+            if let Err(e) = whole_ask(req, h.stat.whole_gpu_mem, cfg) {
+                return e;
+            }
+        }
+    }
+    if k > leaves {
+        return format!("asks for {k} leaves but the largest host has {leaves}");
+    }
+    if let Some(mem) = req.mem_bytes {
+        let most = max(&|h| h.model.total_memory_bytes());
+        if mem > most {
+            return format!(
+                "asks for {} of GPU memory but the largest host has {}",
+                gib(mem),
+                gib(most)
+            );
+        }
+    }
+    let cores = max(&|h| h.model.cores.len() as u64);
+    let units = k.max(1) * req.cores_per_leaf as u64;
+    if units > cores {
+        return format!(
+            "asks for {units} cores ({} per leaf) but the largest host has {cores}",
+            req.cores_per_leaf
+        );
+    }
+    "no host can hold this combination of leaves, memory and cores".into()
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+}

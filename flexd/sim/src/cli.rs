@@ -1,0 +1,496 @@
+//! The `flexsim` command line: `run` replays a trace, `gen` writes a synthetic trace, `compare`
+//! runs the paper's grid. Exit codes: 0 success, 1 an output could not be written, 2 bad input
+//! (arguments, trace, topology, configuration).
+
+use super::charts;
+use super::compare::{self, CompareSpec};
+use super::gen::{generate, Category, GenSpec, KindMix, Oversize};
+use super::metrics::Metrics;
+use super::models::{Hardware, ModelKind};
+use super::trace::{kind_name, Trace};
+use super::{ExecModel, RunResult, SimConfig, SimError};
+use clap::{Args, Parser, Subcommand};
+use flex_sched::{Policy, PolicyKind};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "flexsim",
+    version,
+    about = "Replay job traces through Flex's scheduler core: Flex-MIG vs Dynamic-MIG vs Static-MIG"
+)]
+pub struct Cli {
+    /// More log output (-v info, -vv debug); FLEX_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Replay one trace under one model and policy and print its metrics.
+    Run(RunArgs),
+    /// Write one of the paper's synthetic traces.
+    Gen(GenArgs),
+    /// Run every model and policy over generated traces and compare them.
+    Compare(CompareArgs),
+}
+
+#[derive(Args, Debug)]
+struct HwArgs {
+    /// Topology: a file, or a shipped one (a100-40gb-x2, h100-80gb-x8).
+    #[arg(long, default_value = "a100-40gb-x2")]
+    topology: String,
+    /// Copies of the topology's host.
+    #[arg(long, default_value_t = 1)]
+    hosts: usize,
+}
+
+#[derive(Args, Debug)]
+struct SimArgs {
+    /// Seconds a Dynamic-MIG reconfiguration drains its GPU (the paper measured 100-120).
+    #[arg(long, default_value_t = super::engine::DEFAULT_DRAIN_S)]
+    drain_s: u64,
+    /// Execution-time model overrides (see etc/flexsim.toml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Backfill candidates behind the head; 0 for the whole queue.
+    #[arg(long, default_value_t = Policy::DEFAULT_WINDOW)]
+    window: usize,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Trace CSV: job_id,submit_s,leaves,duration_s,kind[,mem_gb][,time_limit_s].
+    #[arg(long)]
+    trace: PathBuf,
+    #[arg(long, value_enum, default_value_t = ModelKind::Fm)]
+    model: ModelKind,
+    /// fifo or backfill.
+    #[arg(long, default_value = "backfill", value_parser = parse_policy)]
+    policy: PolicyKind,
+    #[command(flatten)]
+    sim: SimArgs,
+    #[command(flatten)]
+    hw: HwArgs,
+    /// Print JSON instead of a table.
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print CSV (a header and one row) instead of a table.
+    #[arg(long)]
+    csv: bool,
+    /// Also write a Gantt chart of the run (SVG).
+    #[arg(long)]
+    gantt: Option<PathBuf>,
+    /// Also write every job's times (CSV).
+    #[arg(long)]
+    jobs_out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct GenArgs {
+    #[arg(long, value_enum)]
+    category: Category,
+    #[arg(long, value_enum)]
+    kind: KindMix,
+    #[arg(long)]
+    seed: u64,
+    #[arg(long)]
+    out: PathBuf,
+    /// Number of jobs (default: the paper's, Table 2 doubled).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Largest job size (the paper's Figure 7 uses 4).
+    #[arg(long)]
+    max_size: Option<u32>,
+    /// What happens to jobs above --max-size: left out (drop) or made smaller (clamp).
+    #[arg(long, value_enum, default_value_t = Oversize::Drop)]
+    oversize: Oversize,
+    #[command(flatten)]
+    arrivals: ArrivalArgs,
+    #[command(flatten)]
+    hw: HwArgs,
+}
+
+#[derive(Args, Debug)]
+struct ArrivalArgs {
+    /// Offered load: 1.0 submits work as fast as perfectly packed leaves run it.
+    #[arg(long, default_value_t = 1.0)]
+    load: f64,
+    /// Weights of short:medium:long durations.
+    #[arg(long, default_value = "1:1:1", value_parser = parse_mix)]
+    duration_mix: [f64; 3],
+}
+
+#[derive(Args, Debug)]
+struct CompareArgs {
+    #[arg(long, default_value_t = 10)]
+    traces_per_category: usize,
+    /// Trace i of each category uses seed + i.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Category::ALL)]
+    categories: Vec<Category>,
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = KindMix::ALL)]
+    kinds: Vec<KindMix>,
+    #[arg(long, value_delimiter = ',', default_values = ["fifo", "backfill"], value_parser = parse_policy)]
+    policies: Vec<PolicyKind>,
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = ModelKind::ALL)]
+    models: Vec<ModelKind>,
+    /// Largest job size (the paper's Figure 7 uses 4); 0 keeps Table 2's sizes, and Static-MIG
+    /// then drops out of the training traces, which have jobs above 4.
+    #[arg(long, default_value_t = 4)]
+    max_size: u32,
+    /// What happens to jobs above --max-size: left out (drop) or made smaller (clamp).
+    #[arg(long, value_enum, default_value_t = Oversize::Drop)]
+    oversize: Oversize,
+    #[command(flatten)]
+    arrivals: ArrivalArgs,
+    #[command(flatten)]
+    sim: SimArgs,
+    #[command(flatten)]
+    hw: HwArgs,
+    /// Where the charts, compare.json, runs.csv and ratios.csv go.
+    #[arg(long)]
+    out_dir: PathBuf,
+    /// Print the comparison as JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_policy(s: &str) -> Result<PolicyKind, String> {
+    s.parse()
+}
+
+fn parse_mix(s: &str) -> Result<[f64; 3], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let bad = || format!("{s:?} is not three weights such as 1:1:1");
+    if parts.len() != 3 {
+        return Err(bad());
+    }
+    let mut out = [0.0; 3];
+    for (o, p) in out.iter_mut().zip(parts) {
+        *o = p.trim().parse().map_err(|_| bad())?;
+    }
+    Ok(out)
+}
+
+/// Parse the arguments, run, and return the exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    match dispatch(cli.command) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("flexsim: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let level = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = EnvFilter::try_from_env("FLEX_LOG").unwrap_or_else(|_| EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .without_time()
+        .try_init();
+}
+
+fn dispatch(cmd: Command) -> Result<(), SimError> {
+    match cmd {
+        Command::Run(a) => run(a),
+        Command::Gen(a) => gen(a),
+        Command::Compare(a) => compare(a),
+    }
+}
+
+fn hardware(a: &HwArgs) -> Result<Hardware, SimError> {
+    Hardware::load(&a.topology, a.hosts).map_err(SimError::Topology)
+}
+
+fn exec_model(config: &Option<PathBuf>) -> Result<ExecModel, SimError> {
+    match config {
+        None => Ok(ExecModel::default()),
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| SimError::Config(format!("cannot read {}: {e}", p.display())))?;
+            ExecModel::from_toml(&text, &p.display().to_string()).map_err(SimError::Config)
+        }
+    }
+}
+
+/// Write a file whole or not at all: into a temporary beside it, then renamed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SimError> {
+    let err = |source| SimError::Write {
+        path: path.display().to_string(),
+        source,
+    };
+    let name = path
+        .file_name()
+        .map_or("out".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        err(e)
+    })
+}
+
+fn run(a: RunArgs) -> Result<(), SimError> {
+    let hw = hardware(&a.hw)?;
+    let exec = exec_model(&a.sim.config)?;
+    let trace = Trace::read(&a.trace)?;
+    let cfg = SimConfig {
+        policy: Policy {
+            kind: a.policy,
+            window: a.sim.window,
+        },
+        drain_s: a.sim.drain_s,
+        exec,
+        record_rows: a.gantt.is_some(),
+    };
+    let r = hw.run(a.model, &trace, &cfg).map_err(SimError::Topology)?;
+    if !r.not_run.is_empty() {
+        let shown: Vec<String> = r
+            .not_run
+            .iter()
+            .take(5)
+            .map(|n| format!("job {}: {}", n.id, n.reason))
+            .collect();
+        eprintln!(
+            "flexsim: {} of {} jobs can never run under {}: {}{}",
+            r.not_run.len(),
+            trace.jobs.len(),
+            a.model,
+            shown.join("; "),
+            if r.not_run.len() > 5 { "; ..." } else { "" }
+        );
+    }
+    if let Some(p) = &a.jobs_out {
+        write_atomic(p, jobs_csv(&r).as_bytes())?;
+    }
+    if let Some(p) = &a.gantt {
+        let title = format!(
+            "{} {}, {}",
+            a.model,
+            super::metrics::policy_name(a.policy, a.sim.window),
+            a.trace.display()
+        );
+        write_atomic(p, charts::gantt(&r, &title, p)?.as_bytes())?;
+    }
+    let m = Metrics::of(&r);
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&m).expect("metrics serialize")
+        );
+    } else if a.csv {
+        print!("{}", m.csv());
+    } else {
+        print!("{}", m.table());
+    }
+    Ok(())
+}
+
+/// Every job's times, one row each.
+pub fn jobs_csv(r: &RunResult) -> String {
+    let mut s = String::from(
+        "job_id,kind,leaves,submit_s,start_s,end_s,wait_s,run_s,drain_s,jct_s,ext_frag_s,slices\n",
+    );
+    for j in &r.jobs {
+        s += &format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            j.id,
+            kind_name(j.kind),
+            j.leaves,
+            j.submit_s,
+            j.start_s,
+            j.end_s,
+            j.wait_s(),
+            j.run_s,
+            j.drain_s,
+            j.jct_s(),
+            j.ext_frag_s,
+            j.slices
+        );
+    }
+    s
+}
+
+fn gen(a: GenArgs) -> Result<(), SimError> {
+    let hw = hardware(&a.hw)?;
+    let spec = GenSpec {
+        jobs: a.jobs,
+        max_size: a.max_size,
+        oversize: a.oversize,
+        load: a.arrivals.load,
+        duration_mix: a.arrivals.duration_mix,
+        ..GenSpec::paper(a.category, a.kind, a.seed, hw.total_leaves())
+    };
+    let trace = generate(&spec).map_err(SimError::Usage)?;
+    let mut buf = Vec::new();
+    trace.write(&mut buf).map_err(|source| SimError::Write {
+        path: a.out.display().to_string(),
+        source,
+    })?;
+    write_atomic(&a.out, &buf)
+}
+
+fn compare(a: CompareArgs) -> Result<(), SimError> {
+    let hw = hardware(&a.hw)?;
+    if a.traces_per_category == 0 {
+        return Err(SimError::Usage(
+            "traces per category must be at least 1".into(),
+        ));
+    }
+    let spec = CompareSpec {
+        traces_per_category: a.traces_per_category,
+        seed: a.seed,
+        categories: a.categories,
+        kinds: a.kinds,
+        policies: a.policies,
+        models: a.models,
+        window: a.sim.window,
+        max_size: (a.max_size > 0).then_some(a.max_size),
+        oversize: a.oversize,
+        load: a.arrivals.load,
+        duration_mix: a.arrivals.duration_mix,
+        drain_s: a.sim.drain_s,
+        exec: exec_model(&a.sim.config)?,
+    };
+    std::fs::create_dir_all(&a.out_dir).map_err(|source| SimError::Write {
+        path: a.out_dir.display().to_string(),
+        source,
+    })?;
+    let total = spec.kinds.len()
+        * spec.categories.len()
+        * spec.traces_per_category
+        * spec.policies.len()
+        * spec.models.len();
+    let bar = if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::new(total as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} runs, {elapsed} ({eta} left)",
+        )
+        .expect("valid template"),
+    );
+    let c = compare::run(&spec, &hw, || bar.inc(1))?;
+    bar.finish_and_clear();
+
+    let out = |name: &str| a.out_dir.join(name);
+    let json = serde_json::to_string_pretty(&c).expect("comparison serializes");
+    write_atomic(&out("compare.json"), json.as_bytes())?;
+    write_atomic(&out("runs.csv"), runs_csv(&c).as_bytes())?;
+    write_atomic(&out("ratios.csv"), ratios_csv(&c).as_bytes())?;
+    for &kind in &spec.kinds {
+        for &policy in &spec.policies {
+            let p = out(&format!("ratios-{kind}-{}.svg", policy_slug(policy)));
+            write_atomic(&p, charts::ratio_boxes(&c, kind, policy, &p)?.as_bytes())?;
+        }
+    }
+    // A Gantt chart per model of one trace: the first balanced one if there is one.
+    if let (Some(&kind), Some(&policy)) = (spec.kinds.first(), spec.policies.first()) {
+        let category = if spec.categories.contains(&Category::Balanced) {
+            Category::Balanced
+        } else {
+            spec.categories[0]
+        };
+        let trace = generate(&GenSpec {
+            max_size: spec.max_size,
+            oversize: spec.oversize,
+            load: spec.load,
+            duration_mix: spec.duration_mix,
+            ..GenSpec::paper(category, kind, spec.seed, hw.total_leaves())
+        })
+        .map_err(SimError::Usage)?;
+        let cfg = SimConfig {
+            policy: Policy {
+                kind: policy,
+                window: spec.window,
+            },
+            drain_s: spec.drain_s,
+            exec: spec.exec.clone(),
+            record_rows: true,
+        };
+        for &model in &spec.models {
+            let r = hw.run(model, &trace, &cfg).map_err(SimError::Topology)?;
+            let p = out(&format!("gantt-{model}.svg"));
+            let title = format!(
+                "{model}, {}, {category} {kind} trace (seed {})",
+                super::metrics::policy_name(policy, spec.window),
+                spec.seed
+            );
+            write_atomic(&p, charts::gantt(&r, &title, &p)?.as_bytes())?;
+        }
+    }
+    if a.json {
+        println!("{json}");
+    } else {
+        print!("{}", c.report());
+    }
+    Ok(())
+}
+
+fn policy_slug(p: PolicyKind) -> &'static str {
+    match p {
+        PolicyKind::Fifo => "fifo",
+        PolicyKind::Backfill => "backfill",
+    }
+}
+
+fn runs_csv(c: &compare::Comparison) -> String {
+    let mut s = String::new();
+    for (i, r) in c.runs.iter().enumerate() {
+        let f = r.metrics.fields();
+        if i == 0 {
+            let names: Vec<&str> = f.iter().map(|(k, _)| *k).collect();
+            s += &format!("kind,category,trace,seed,{}\n", names.join(","));
+        }
+        let vals: Vec<&str> = f.iter().map(|(_, v)| v.as_str()).collect();
+        s += &format!(
+            "{},{},{},{},{}\n",
+            r.kind,
+            r.category,
+            r.trace,
+            r.seed,
+            vals.join(",")
+        );
+    }
+    s
+}
+
+fn ratios_csv(c: &compare::Comparison) -> String {
+    let mut s = String::from("kind,policy,category,pair,metric,mean,median,p25,p75,min,max,n\n");
+    for r in &c.ratios {
+        let x = &r.spread;
+        s += &format!(
+            "{},{},{},{},{},{:.4},{:.4},{:.4},{:.4},{:.4},{:.4},{}\n",
+            r.kind,
+            policy_slug(r.policy),
+            r.category,
+            r.pair,
+            r.metric,
+            x.mean,
+            x.median,
+            x.p25,
+            x.p75,
+            x.min,
+            x.max,
+            x.n
+        );
+    }
+    s
+}

@@ -1,0 +1,363 @@
+//! Trace files: CSV with a header naming the columns, in any order.
+//!
+//! Required: `job_id,submit_s,leaves,duration_s,kind` (kind = train|infer). Optional: `mem_gb`
+//! (GPU memory, 10^9 bytes) and `time_limit_s` (defaults to the duration). `duration_s` is the
+//! job's run time on a one-to-one MIG instance of its size. Times may have decimals; they are
+//! rounded up to whole seconds. Lines starting with `#` are comments. A bad row is rejected
+//! with its line number, the field and the value.
+
+use flex_sched::JobKind;
+use std::io::{Read, Write};
+use std::path::Path;
+
+/// One job of a trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceJob {
+    pub id: u64,
+    pub submit_s: u64,
+    /// Compute slices (MIG leaves) it asks for.
+    pub leaves: u32,
+    /// Run time on a one-to-one instance of its size.
+    pub duration_s: u64,
+    pub kind: JobKind,
+    pub mem_gb: Option<f64>,
+    pub time_limit_s: Option<u64>,
+}
+
+impl TraceJob {
+    /// The limit the scheduler plans with: the given one, else the duration.
+    pub fn limit_s(&self) -> u64 {
+        self.time_limit_s.unwrap_or(self.duration_s)
+    }
+}
+
+/// A whole trace, jobs in file order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Trace {
+    pub jobs: Vec<TraceJob>,
+}
+
+/// A trace that cannot be read; the message names the file and line.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("cannot read trace {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{origin}:{line}: {message}")]
+    Bad {
+        origin: String,
+        line: u64,
+        message: String,
+    },
+}
+
+const REQUIRED: [&str; 5] = ["job_id", "submit_s", "leaves", "duration_s", "kind"];
+const OPTIONAL: [&str; 2] = ["mem_gb", "time_limit_s"];
+/// Larger than any host: a guard against typos such as `leaves=70000`.
+const MAX_LEAVES: u32 = 4096;
+/// Ten years: a guard against times given in milliseconds.
+const MAX_SECONDS: f64 = 10.0 * 365.0 * 86400.0;
+
+impl Trace {
+    /// Read a trace file.
+    pub fn read(path: &Path) -> Result<Self, TraceError> {
+        let f = std::fs::File::open(path).map_err(|source| TraceError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_reader(f, &path.display().to_string())
+    }
+
+    /// Parse a trace; `origin` names it in errors.
+    pub fn from_reader<R: Read>(mut r: R, origin: &str) -> Result<Self, TraceError> {
+        let mut data = Vec::new();
+        r.read_to_end(&mut data)
+            .map_err(|source| TraceError::Read {
+                path: origin.to_string(),
+                source,
+            })?;
+        // The csv crate counts neither comment lines nor blank lines, and a record's position
+        // may be at the comments before it: skip those, then count the newlines before it.
+        let newlines: Vec<usize> = (0..data.len()).filter(|&i| data[i] == b'\n').collect();
+        let line_at = |byte: u64| {
+            let mut b = (byte as usize).min(data.len());
+            while b < data.len() {
+                let end = data[b..]
+                    .iter()
+                    .position(|&c| c == b'\n')
+                    .map_or(data.len(), |i| b + i);
+                let line = &data[b..end];
+                if line.first() == Some(&b'#') || line.iter().all(|c| c.is_ascii_whitespace()) {
+                    b = end + 1;
+                } else {
+                    break;
+                }
+            }
+            1 + newlines.partition_point(|&n| n < b) as u64
+        };
+        let bad = |line: u64, message: String| TraceError::Bad {
+            origin: origin.to_string(),
+            line,
+            message,
+        };
+        let mut rdr = csv::ReaderBuilder::new()
+            .trim(csv::Trim::All)
+            .comment(Some(b'#'))
+            .from_reader(data.as_slice());
+        let headers = rdr
+            .headers()
+            .map_err(|e| bad(csv_byte(&e).map_or(1, line_at), csv_message(&e)))?
+            .clone();
+        let header_line = headers.position().map_or(1, |p| line_at(p.byte()));
+        let col = |name: &str| headers.iter().position(|h| h == name);
+        let mut cols = [0usize; 5];
+        for (i, name) in REQUIRED.iter().enumerate() {
+            cols[i] = col(name).ok_or_else(|| {
+                bad(
+                    header_line,
+                    format!(
+                        "missing column \"{name}\" (the header needs {})",
+                        REQUIRED.join(",")
+                    ),
+                )
+            })?;
+        }
+        for h in headers.iter() {
+            if !REQUIRED.contains(&h) && !OPTIONAL.contains(&h) {
+                tracing::warn!("{origin}:{header_line}: ignoring unknown column \"{h}\"");
+            }
+        }
+        let (mem_col, limit_col) = (col("mem_gb"), col("time_limit_s"));
+
+        let mut jobs = Vec::new();
+        let mut first_line = std::collections::HashMap::new();
+        for rec in rdr.records() {
+            let rec = rec.map_err(|e| bad(csv_byte(&e).map_or(0, line_at), csv_message(&e)))?;
+            let line = rec.position().map_or(0, |p| line_at(p.byte()));
+            let field = |i: usize| rec.get(i).unwrap_or("");
+            let err =
+                |name: &str, value: &str, why: &str| bad(line, format!("{name} \"{value}\" {why}"));
+
+            let id_s = field(cols[0]);
+            let id: u64 = id_s
+                .parse()
+                .map_err(|_| err("job_id", id_s, "is not a whole number"))?;
+            if let Some(prev) = first_line.insert(id, line) {
+                return Err(err(
+                    "job_id",
+                    id_s,
+                    &format!("appears twice (first on line {prev})"),
+                ));
+            }
+            let submit_s =
+                seconds(field(cols[1]), true).map_err(|w| err("submit_s", field(cols[1]), w))?;
+            let leaves_s = field(cols[2]);
+            let leaves: u32 = leaves_s
+                .parse()
+                .map_err(|_| err("leaves", leaves_s, "is not a whole number"))?;
+            if leaves == 0 {
+                return Err(err("leaves", leaves_s, "must be at least 1"));
+            }
+            if leaves > MAX_LEAVES {
+                return Err(err(
+                    "leaves",
+                    leaves_s,
+                    &format!("is more than {MAX_LEAVES}"),
+                ));
+            }
+            let duration_s =
+                seconds(field(cols[3]), false).map_err(|w| err("duration_s", field(cols[3]), w))?;
+            let kind_s = field(cols[4]);
+            let kind = match kind_s {
+                "train" => JobKind::Batch,
+                "infer" => JobKind::Infer,
+                _ => return Err(err("kind", kind_s, "must be train or infer")),
+            };
+            let mem_gb = match mem_col.map(field).filter(|s| !s.is_empty()) {
+                None => None,
+                Some(s) => match s.parse::<f64>() {
+                    Ok(g) if g.is_finite() && g > 0.0 => Some(g),
+                    _ => return Err(err("mem_gb", s, "must be a number of GB greater than 0")),
+                },
+            };
+            let time_limit_s = match limit_col.map(field).filter(|s| !s.is_empty()) {
+                None => None,
+                Some(s) => Some(seconds(s, false).map_err(|w| err("time_limit_s", s, w))?),
+            };
+            jobs.push(TraceJob {
+                id,
+                submit_s,
+                leaves,
+                duration_s,
+                kind,
+                mem_gb,
+                time_limit_s,
+            });
+        }
+        if jobs.is_empty() {
+            return Err(bad(header_line, "the trace has no jobs".into()));
+        }
+        Ok(Trace { jobs })
+    }
+
+    /// Write the trace as CSV; optional columns only when some job has them.
+    pub fn write<W: Write>(&self, w: W) -> std::io::Result<()> {
+        let with_mem = self.jobs.iter().any(|j| j.mem_gb.is_some());
+        let with_limit = self.jobs.iter().any(|j| j.time_limit_s.is_some());
+        let mut out = csv::Writer::from_writer(w);
+        let mut header: Vec<&str> = REQUIRED.to_vec();
+        if with_mem {
+            header.push("mem_gb");
+        }
+        if with_limit {
+            header.push("time_limit_s");
+        }
+        out.write_record(&header)?;
+        for j in &self.jobs {
+            let mut row = vec![
+                j.id.to_string(),
+                j.submit_s.to_string(),
+                j.leaves.to_string(),
+                j.duration_s.to_string(),
+                kind_name(j.kind).to_string(),
+            ];
+            if with_mem {
+                row.push(j.mem_gb.map(|g| g.to_string()).unwrap_or_default());
+            }
+            if with_limit {
+                row.push(j.time_limit_s.map(|t| t.to_string()).unwrap_or_default());
+            }
+            out.write_record(&row)?;
+        }
+        out.flush()
+    }
+}
+
+/// The trace name of a job kind.
+pub fn kind_name(k: JobKind) -> &'static str {
+    match k {
+        JobKind::Batch => "train",
+        JobKind::Infer => "infer",
+    }
+}
+
+/// Seconds from a decimal, rounded up; zero only where `zero_ok`.
+fn seconds(s: &str, zero_ok: bool) -> Result<u64, &'static str> {
+    let v: f64 = s.parse().map_err(|_| "is not a number of seconds")?;
+    if !v.is_finite() || v < 0.0 {
+        return Err("must be a number of seconds, 0 or more");
+    }
+    if v > MAX_SECONDS {
+        return Err("is more than ten years");
+    }
+    let whole = v.ceil() as u64;
+    if whole == 0 && !zero_ok {
+        return Err("must be more than 0 seconds");
+    }
+    Ok(whole)
+}
+
+/// Byte offset of the record a csv error is about.
+fn csv_byte(e: &csv::Error) -> Option<u64> {
+    match e.kind() {
+        csv::ErrorKind::UnequalLengths { pos, .. } => pos.as_ref().map(|p| p.byte()),
+        _ => e.position().map(|p| p.byte()),
+    }
+}
+
+fn csv_message(e: &csv::Error) -> String {
+    match e.kind() {
+        csv::ErrorKind::UnequalLengths {
+            expected_len, len, ..
+        } => format!("expected {expected_len} fields as in the header, found {len}"),
+        csv::ErrorKind::Utf8 { .. } => "the line is not valid UTF-8".into(),
+        _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Trace, String> {
+        Trace::from_reader(text.as_bytes(), "t.csv").map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn columns_in_any_order_with_optional_ones() {
+        let t = parse(
+            "kind,duration_s,job_id,leaves,submit_s,mem_gb\n\
+             train,600.5,7,2,0,\n\
+             # a comment\n\
+             infer,1800,9,1,12.2,4.5\n",
+        )
+        .unwrap();
+        assert_eq!(t.jobs.len(), 2);
+        assert_eq!(t.jobs[0].duration_s, 601);
+        assert_eq!(t.jobs[0].mem_gb, None);
+        assert_eq!(t.jobs[1].submit_s, 13);
+        assert_eq!(t.jobs[1].kind, JobKind::Infer);
+        assert_eq!(t.jobs[1].mem_gb, Some(4.5));
+        assert_eq!(t.jobs[1].limit_s(), 1800);
+    }
+
+    #[test]
+    fn bad_rows_name_the_line_field_and_value() {
+        let head = "job_id,submit_s,leaves,duration_s,kind\n";
+        let cases = [
+            (
+                "1,0,1,60,train\n2,0,0,60,train\n",
+                "t.csv:3: leaves \"0\" must be at least 1",
+            ),
+            (
+                "1,0,1,60,batch\n",
+                "t.csv:2: kind \"batch\" must be train or infer",
+            ),
+            (
+                "1,-5,1,60,train\n",
+                "t.csv:2: submit_s \"-5\" must be a number of seconds, 0 or more",
+            ),
+            (
+                "1,0,1,0,train\n",
+                "t.csv:2: duration_s \"0\" must be more than 0 seconds",
+            ),
+            (
+                "1,0,1,x,train\n",
+                "t.csv:2: duration_s \"x\" is not a number of seconds",
+            ),
+            (
+                "1,0,1,60,train\n1,0,1,60,train\n",
+                "t.csv:3: job_id \"1\" appears twice (first on line 2)",
+            ),
+            (
+                "1,0,1,60\n",
+                "t.csv:2: expected 5 fields as in the header, found 4",
+            ),
+            (
+                "# c\n\n1,0,1,60,train\n# c\n\n2,0,1,0,train\n",
+                "t.csv:7: duration_s \"0\" must be more than 0 seconds",
+            ),
+        ];
+        for (rows, want) in cases {
+            assert_eq!(parse(&format!("{head}{rows}")).unwrap_err(), want);
+        }
+        assert_eq!(
+            parse("job_id,submit_s,leaves,kind\n1,0,1,train\n").unwrap_err(),
+            "t.csv:1: missing column \"duration_s\" (the header needs job_id,submit_s,leaves,duration_s,kind)"
+        );
+        assert_eq!(parse(head).unwrap_err(), "t.csv:1: the trace has no jobs");
+    }
+
+    #[test]
+    fn write_then_read_is_identity() {
+        let t = parse(
+            "job_id,submit_s,leaves,duration_s,kind,time_limit_s\n1,0,4,600,train,900\n2,5,1,60,infer,\n",
+        )
+        .unwrap();
+        let mut buf = Vec::new();
+        t.write(&mut buf).unwrap();
+        assert_eq!(parse(std::str::from_utf8(&buf).unwrap()).unwrap(), t);
+    }
+}

@@ -1,0 +1,194 @@
+//! The domain types both sides share: a job as submitted ([`JobSpec`] and its [`Env`]), its
+//! [`JobState`] with Slurm's names, and a job as flexq shows it ([`JobView`]).
+
+use crate::rows::Text;
+use gres_plugin::{JobId, Request as ResourceRequest};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::PathBuf;
+
+/// A batch job as flexsub sends it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobSpec {
+    pub name: String,
+    /// The batch script's text; run with the interpreter its `#!` line names (sh without one).
+    pub script: String,
+    /// Arguments after the script name.
+    pub args: Vec<String>,
+    /// Where the job runs (`-D/--chdir`, else the submit directory).
+    pub workdir: PathBuf,
+    /// Where flexsub ran.
+    pub submit_dir: PathBuf,
+    /// The submitting environment, as sbatch's `--export=ALL`.
+    pub env: Env,
+    /// stdout/stderr path patterns (`%j` job id, `%x` name, `%u` user); relative to workdir.
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+    pub request: ResourceRequest,
+    pub account: Option<String>,
+}
+
+/// A job's environment: `[name, value]` pairs, kept as their JSON text. It is most of a
+/// submission's bytes: flexd checks it and stores it as it came, without taking it apart into
+/// a string per name and value; the job's supervisor does, when it starts the job. Its Debug
+/// form shows only its size, so that it never reaches a log.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Env(Box<serde_json::value::RawValue>);
+
+impl Env {
+    /// The environment as stored: the JSON text of its pairs.
+    pub fn from_json(text: String) -> Result<Env, serde_json::Error> {
+        serde_json::value::RawValue::from_string(text).map(Env)
+    }
+
+    pub fn json(&self) -> &str {
+        self.0.get()
+    }
+
+    /// Each name and value in turn, borrowed from the text where they have no escapes;
+    /// `f`'s first error stops the walk and is returned.
+    pub fn check(&self, mut f: impl FnMut(&str, &str) -> Result<(), String>) -> Result<(), String> {
+        let pairs: Vec<(Text<'_>, Text<'_>)> = serde_json::from_str(self.json())
+            .map_err(|e| format!("the environment is not a list of [name, value] pairs: {e}"))?;
+        pairs.iter().try_for_each(|(k, v)| f(&k.0, &v.0))
+    }
+
+    pub fn pairs(&self) -> Result<Vec<(String, String)>, serde_json::Error> {
+        serde_json::from_str(self.json())
+    }
+}
+
+impl FromIterator<(String, String)> for Env {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(pairs: I) -> Env {
+        let pairs: Vec<(String, String)> = pairs.into_iter().collect();
+        Env(serde_json::value::to_raw_value(&pairs).expect("strings serialize"))
+    }
+}
+
+impl From<Vec<(String, String)>> for Env {
+    fn from(pairs: Vec<(String, String)>) -> Env {
+        pairs.into_iter().collect()
+    }
+}
+
+impl PartialEq for Env {
+    fn eq(&self, other: &Env) -> bool {
+        self.json() == other.json()
+    }
+}
+
+impl fmt::Debug for Env {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Env({} bytes)", self.json().len())
+    }
+}
+
+/// A job's state, with Slurm's names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobState {
+    Pending,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+    Timeout,
+    NodeFail,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 7] = [
+        JobState::Pending,
+        JobState::Running,
+        JobState::Completed,
+        JobState::Failed,
+        JobState::Cancelled,
+        JobState::Timeout,
+        JobState::NodeFail,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            JobState::Pending => "PENDING",
+            JobState::Running => "RUNNING",
+            JobState::Completed => "COMPLETED",
+            JobState::Failed => "FAILED",
+            JobState::Cancelled => "CANCELLED",
+            JobState::Timeout => "TIMEOUT",
+            JobState::NodeFail => "NODE_FAIL",
+        }
+    }
+
+    /// squeue's compact code.
+    pub fn code(self) -> &'static str {
+        match self {
+            JobState::Pending => "PD",
+            JobState::Running => "R",
+            JobState::Completed => "CD",
+            JobState::Failed => "F",
+            JobState::Cancelled => "CA",
+            JobState::Timeout => "TO",
+            JobState::NodeFail => "NF",
+        }
+    }
+
+    pub fn is_finished(self) -> bool {
+        !matches!(self, JobState::Pending | JobState::Running)
+    }
+
+    /// Parse a name or a code, case-insensitively.
+    pub fn parse(s: &str) -> Option<Self> {
+        let u = s.to_ascii_uppercase();
+        Self::ALL.into_iter().find(|st| {
+            st.name() == u || st.code() == u || (u == "CANCELED" && *st == JobState::Cancelled)
+        })
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One allocated unit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeafView {
+    pub uuid: String,
+    /// `1g.5gb`, or `gpu` for a whole GPU.
+    pub profile: String,
+    pub gpu: u32,
+    /// Thousandths of the unit held (1000 for a leaf or a whole GPU).
+    pub share: u32,
+}
+
+/// Where a job runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocView {
+    pub host: String,
+    pub leaves: Vec<LeafView>,
+    pub cores: Vec<u32>,
+}
+
+/// A job as flexq shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobView {
+    pub id: JobId,
+    pub name: String,
+    pub user: String,
+    pub uid: u32,
+    pub account: String,
+    pub state: JobState,
+    /// Seconds since the epoch.
+    pub submit_time: u64,
+    pub start_time: Option<u64>,
+    pub end_time: Option<u64>,
+    pub request: ResourceRequest,
+    pub alloc: Option<AllocView>,
+    /// Why a pending job waits (Resources, Priority, Reservation, …).
+    pub reason: Option<String>,
+    pub estimated_start: Option<u64>,
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, if one did.
+    pub signal: Option<i32>,
+}

@@ -1,0 +1,231 @@
+//! The messages: the [`Hello`] that opens a connection, one [`Request`] variant per verb and the
+//! [`Response`] variants that answer them, with the small types they carry.
+
+use crate::job::{AllocView, JobSpec, JobState, JobView};
+use crate::rows::QueueRows;
+use gres_plugin::{JobId, Request as ResourceRequest};
+use serde::{Deserialize, Serialize};
+
+/// The first frame of every connection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub version: u32,
+    /// The command's name, for the daemon's log.
+    pub client: String,
+}
+
+/// Which jobs flexq shows; empty lists mean "all".
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueFilter {
+    pub users: Vec<String>,
+    pub states: Vec<JobState>,
+    pub jobs: Vec<JobId>,
+    /// Also jobs that ended (within the daemon's retention of finished jobs in the queue view).
+    pub include_finished: bool,
+    /// Only jobs with a larger id (how flexd goes on with a long listing).
+    #[serde(default)]
+    pub after: Option<JobId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Request {
+    /// Queue a job; answered with [`Response::Submitted`] once it is committed to disk.
+    Submit(JobSpec),
+    /// Where and when the job would start; queues nothing.
+    TestOnly(JobSpec),
+    /// Every selected job in full (`flexq --json`), in pages: see [`Response::Queue`].
+    Queue(QueueFilter),
+    /// The selected jobs as flexq's table shows them ([`QueueRow`]s, 70 bytes a job), in pages
+    /// like `Queue`.
+    QueueRows(QueueFilter),
+    /// Cancel jobs (no signal), or send them a signal (by number).
+    Cancel {
+        jobs: Vec<JobId>,
+        signal: Option<i32>,
+    },
+    /// Every leaf of every host and the job holding it.
+    LeafMap,
+    Ping,
+    /// Internal, from a job's supervisor: the job ended and its status file is written. flexd
+    /// reads the outcome from that file, never from the frame; only root or flexd's own user
+    /// may send it. Answered with [`Response::Pong`].
+    JobEnded {
+        job: JobId,
+    },
+    /// Accounting records from the database (flexacct, flexreport); answered with
+    /// [`Response::Accounting`]. Users other than root see only their own jobs.
+    Accounting(AcctQuery),
+}
+
+/// Which jobs accounting reports: those whose [eligible, end (now while not ended)] overlaps
+/// [`start`, `end`] (seconds since the epoch) and that match every non-empty list.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcctQuery {
+    pub start: u64,
+    pub end: u64,
+    /// User names or uids; empty: every user the caller may see (root: all; others: their own).
+    pub users: Vec<String>,
+    pub accounts: Vec<String>,
+    pub states: Vec<JobState>,
+    pub jobs: Vec<JobId>,
+    /// Only jobs with a larger id: the last id of the previous page, when it said `more`.
+    #[serde(default)]
+    pub after: Option<JobId>,
+}
+
+/// One allocated unit as accounting reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcctLeaf {
+    pub uuid: String,
+    /// `1g.5gb`, or `gpu` for a whole GPU.
+    pub profile: String,
+    pub gpu: u32,
+    /// Thousandths of the unit held (1000 for a leaf or a whole GPU).
+    pub share: u32,
+    /// SM slices of the unit, out of its GPU's 7 (7 for a whole GPU).
+    pub sm_slices: u32,
+    /// The unit's memory (all of it, whatever the share); None when not recorded.
+    pub memory_bytes: Option<u64>,
+}
+
+/// A job as accounting keeps it. Times are seconds since the epoch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AcctRecord {
+    pub id: JobId,
+    pub name: String,
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub account: String,
+    pub state: JobState,
+    pub submit_time: u64,
+    pub eligible_time: u64,
+    pub start_time: Option<u64>,
+    pub end_time: Option<u64>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Why it failed or was not run.
+    pub reason: Option<String>,
+    /// What was asked (leaves, fraction, memory, cores per leaf, time limit).
+    pub request: ResourceRequest,
+    pub host: Option<String>,
+    /// What it held, in rank order (empty when it never started).
+    pub leaves: Vec<AcctLeaf>,
+    pub cores: Vec<u32>,
+}
+
+/// A host's capacity, for utilization.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcctHost {
+    pub host: String,
+    pub gpus: u32,
+    pub leaves: u32,
+    pub cores: u32,
+}
+
+/// The answer to [`Request::Accounting`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AcctReply {
+    /// flexd's clock when it answered (the end of jobs still running).
+    pub now: u64,
+    pub hosts: Vec<AcctHost>,
+    /// The selected jobs by id, one page of them.
+    pub jobs: Vec<AcctRecord>,
+    /// The page is full: ask again with `after` = the last job's id for the rest.
+    #[serde(default)]
+    pub more: bool,
+}
+
+/// What `--test-only` reports.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WouldStart {
+    /// Where it would go if it started now (None when it must wait).
+    pub alloc: Option<AllocView>,
+    /// When it is expected to start (seconds since the epoch).
+    pub estimated_start: Option<u64>,
+    /// Why it would wait, if it would.
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelOutcome {
+    pub job: JobId,
+    /// None when it worked; otherwise why not.
+    pub error: Option<String>,
+}
+
+/// One leaf in the host's leaf map.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeafMapEntry {
+    pub uuid: String,
+    pub profile: String,
+    pub gpu: u32,
+    pub gpu_name: String,
+    pub numa_node: u32,
+    /// Thousandths free.
+    pub free: u32,
+    pub jobs: Vec<JobId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostLeaves {
+    pub host: String,
+    pub leaves: Vec<LeafMapEntry>,
+}
+
+/// What went wrong, for exit codes and for tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorKind {
+    VersionMismatch,
+    PermissionDenied,
+    InvalidRequest,
+    NotFound,
+    Unsatisfiable,
+    LimitExceeded,
+    Internal,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Response {
+    Hello {
+        version: u32,
+        server: String,
+    },
+    Submitted {
+        job: JobId,
+    },
+    WouldStart(WouldStart),
+    /// One page of a listing, jobs in id order. When `next` names a job, the listing goes on
+    /// after it and flexd sends the next page right behind this one, unasked: a long listing
+    /// never holds flexd up or fills its memory at once, and the client reads page after
+    /// page while flexd makes the next.
+    Queue {
+        jobs: Vec<JobView>,
+        next: Option<JobId>,
+    },
+    /// One page of flexq's rows, paged like `Queue`.
+    QueueRows {
+        rows: QueueRows,
+        next: Option<JobId>,
+    },
+    Cancelled(Vec<CancelOutcome>),
+    LeafMap(Vec<HostLeaves>),
+    Pong,
+    Error(ErrorReply),
+    Accounting(AcctReply),
+}
+
+impl Response {
+    pub fn error(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Response::Error(ErrorReply {
+            kind,
+            message: message.into(),
+        })
+    }
+}
