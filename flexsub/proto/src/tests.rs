@@ -1,147 +1,145 @@
-#[cfg(test)]
-mod tests {
-    use crate::*;
-    use gres_plugin::Request as ResourceRequest;
-    use std::borrow::Cow;
+//! Round trips of messages and rows, and hostile input for the frame decoder.
 
-    fn row(id: u64, name: &str, reason: Option<&str>) -> QueueRow<'static> {
-        QueueRow {
-            id: JobId(id),
-            name: Cow::Owned(name.into()),
-            user: Cow::Borrowed("ann"),
-            state: JobState::Pending,
-            elapsed_s: 0,
-            time_limit_s: 60,
-            units: Cow::Borrowed("4"),
-            start: None,
-            host: None,
-            reason: reason.map(|r| Cow::Owned(r.into())),
-        }
-    }
+use crate::*;
+use gres_plugin::Request as ResourceRequest;
+use std::borrow::Cow;
 
-    #[test]
-    fn queue_rows_are_arrays_read_back_borrowed_where_they_can_be() {
-        let rows = vec![
-            row(1, "plain", Some("Resources")),
-            row(2, "say \"hi\"", None),
-        ];
-        let answer = Response::QueueRows {
-            rows: QueueRows::new(rows.clone().into_iter()),
-            next: Some(JobId(2)),
-        };
-        let body = serde_json::to_vec(&answer).unwrap();
-        let text = String::from_utf8(body.clone()).unwrap();
-        assert!(
-            text.starts_with(
-                r#"{"QueueRows":{"rows":[[1,"plain","ann","PENDING",0,60,"4",null,null,"Resources"]"#
-            ),
-            "{text}"
-        );
-        let mut read = Vec::new();
-        assert_eq!(
-            read_queue_rows(&body, |r| read.push(r)).unwrap(),
-            Some(Some(JobId(2)))
-        );
-        assert_eq!(read, rows);
-        assert!(matches!(read[0].name, Cow::Borrowed("plain")));
-        // An escaped string cannot be borrowed; it is unescaped into its own.
-        assert!(matches!(&read[1].name, Cow::Owned(n) if n == "say \"hi\""));
-        // The whole answer decodes as a Response, too.
-        let back: Response = serde_json::from_slice(&body).unwrap();
-        assert_eq!(back, answer);
-        let Response::QueueRows { rows: back, .. } = back else {
-            unreachable!()
-        };
-        assert_eq!(back.rows().unwrap(), rows);
-        // The fields in the other order, and the last page.
-        let last = br#"{"QueueRows":{"next":null,"rows":[]}}"#;
-        assert_eq!(read_queue_rows(last, |_| {}).unwrap(), Some(None));
-    }
-
-    #[test]
-    fn other_answers_are_not_rows() {
-        for answer in [
-            Response::error(ErrorKind::PermissionDenied, "no"),
-            Response::Pong,
-        ] {
-            let body = serde_json::to_vec(&answer).unwrap();
-            let mut n = 0;
-            assert_eq!(read_queue_rows(&body, |_| n += 1).unwrap(), None);
-            assert_eq!(n, 0);
-        }
-        for bad in [
-            &br#"{"QueueRows":{"rows":[[1,"x"]],"next":null}}"#[..],
-            br#"{"QueueRows":{"rows":[],"next":null}} x"#,
-            br#"{"QueueRows":{"rows":[]}}"#,
-            br#"{"QueueRows":{"next":null}}"#,
-            br#"{"QueueRows":{"rows":[],"rows":[],"next":null}}"#,
-            br#"{"QueueRows":[]}"#,
-        ] {
-            let e = read_queue_rows(bad, |_| {});
-            assert!(e.is_err(), "{}: {e:?}", String::from_utf8_lossy(bad));
-        }
-    }
-
-    #[test]
-    fn units_say_what_is_held_else_what_is_asked() {
-        let mut asked = ResourceRequest::leaves(4, 60);
-        assert_eq!(units_text(&[], &asked), "4");
-        assert_eq!(units_text(&[1000, 1000], &asked), "2");
-        assert_eq!(units_text(&[250, 500], &asked), "0.75gpu");
-        asked.leaves = None;
-        asked.gpus = Some(0.5);
-        asked.mem_bytes = Some(16 << 30);
-        assert_eq!(units_text(&[], &asked), "gpu=0.5,mem=16G");
-        asked.gpus = None;
-        assert_eq!(units_text(&[], &asked), "mem=16G");
-    }
-
-    #[test]
-    fn frames_round_trip_and_split_anywhere() {
-        let msg = Request::Cancel {
-            jobs: vec![JobId(3), JobId(9)],
-            signal: Some(15),
-        };
-        let bytes = encode(&msg);
-        for cut in 0..bytes.len() {
-            assert!(decode::<Request>(&bytes[..cut], DEFAULT_MAX_FRAME)
-                .unwrap()
-                .is_none());
-        }
-        let (back, used) = decode::<Request>(&bytes, DEFAULT_MAX_FRAME)
-            .unwrap()
-            .unwrap();
-        assert_eq!((back, used), (msg.clone(), bytes.len()));
-        let mut r = std::io::Cursor::new(bytes);
-        assert_eq!(read_frame::<Request>(&mut r, 1 << 10).unwrap(), msg);
-    }
-
-    #[test]
-    fn oversized_and_malformed_frames_are_errors() {
-        let mut big = (1u32 << 30).to_be_bytes().to_vec();
-        big.extend_from_slice(b"{}");
-        assert!(matches!(
-            decode::<Request>(&big, DEFAULT_MAX_FRAME),
-            Err(FrameError::TooLarge { .. })
-        ));
-        let mut bad = 3u32.to_be_bytes().to_vec();
-        bad.extend_from_slice(b"{x}");
-        assert!(matches!(
-            decode::<Request>(&bad, 100),
-            Err(FrameError::Malformed(_))
-        ));
-    }
-
-    #[test]
-    fn states_parse_by_name_and_code() {
-        assert_eq!(JobState::parse("pd"), Some(JobState::Pending));
-        assert_eq!(JobState::parse("NODE_FAIL"), Some(JobState::NodeFail));
-        assert_eq!(JobState::parse("canceled"), Some(JobState::Cancelled));
-        assert_eq!(JobState::parse("bogus"), None);
+fn row(id: u64, name: &str, reason: Option<&str>) -> QueueRow<'static> {
+    QueueRow {
+        id: JobId(id),
+        name: Cow::Owned(name.into()),
+        user: Cow::Borrowed("ann"),
+        state: JobState::Pending,
+        elapsed_s: 0,
+        time_limit_s: 60,
+        units: Cow::Borrowed("4"),
+        start: None,
+        host: None,
+        reason: reason.map(|r| Cow::Owned(r.into())),
     }
 }
 
-#[cfg(test)]
+#[test]
+fn queue_rows_are_arrays_read_back_borrowed_where_they_can_be() {
+    let rows = vec![
+        row(1, "plain", Some("Resources")),
+        row(2, "say \"hi\"", None),
+    ];
+    let answer = Response::QueueRows {
+        rows: QueueRows::new(rows.clone().into_iter()),
+        next: Some(JobId(2)),
+    };
+    let body = serde_json::to_vec(&answer).unwrap();
+    let text = String::from_utf8(body.clone()).unwrap();
+    assert!(
+        text.starts_with(
+            r#"{"QueueRows":{"rows":[[1,"plain","ann","PENDING",0,60,"4",null,null,"Resources"]"#
+        ),
+        "{text}"
+    );
+    let mut read = Vec::new();
+    assert_eq!(
+        read_queue_rows(&body, |r| read.push(r)).unwrap(),
+        Some(Some(JobId(2)))
+    );
+    assert_eq!(read, rows);
+    assert!(matches!(read[0].name, Cow::Borrowed("plain")));
+    // An escaped string cannot be borrowed; it is unescaped into its own.
+    assert!(matches!(&read[1].name, Cow::Owned(n) if n == "say \"hi\""));
+    // The whole answer decodes as a Response, too.
+    let back: Response = serde_json::from_slice(&body).unwrap();
+    assert_eq!(back, answer);
+    let Response::QueueRows { rows: back, .. } = back else {
+        unreachable!()
+    };
+    assert_eq!(back.rows().unwrap(), rows);
+    // The fields in the other order, and the last page.
+    let last = br#"{"QueueRows":{"next":null,"rows":[]}}"#;
+    assert_eq!(read_queue_rows(last, |_| {}).unwrap(), Some(None));
+}
+
+#[test]
+fn other_answers_are_not_rows() {
+    for answer in [
+        Response::error(ErrorKind::PermissionDenied, "no"),
+        Response::Pong,
+    ] {
+        let body = serde_json::to_vec(&answer).unwrap();
+        let mut n = 0;
+        assert_eq!(read_queue_rows(&body, |_| n += 1).unwrap(), None);
+        assert_eq!(n, 0);
+    }
+    for bad in [
+        &br#"{"QueueRows":{"rows":[[1,"x"]],"next":null}}"#[..],
+        br#"{"QueueRows":{"rows":[],"next":null}} x"#,
+        br#"{"QueueRows":{"rows":[]}}"#,
+        br#"{"QueueRows":{"next":null}}"#,
+        br#"{"QueueRows":{"rows":[],"rows":[],"next":null}}"#,
+        br#"{"QueueRows":[]}"#,
+    ] {
+        let e = read_queue_rows(bad, |_| {});
+        assert!(e.is_err(), "{}: {e:?}", String::from_utf8_lossy(bad));
+    }
+}
+
+#[test]
+fn units_say_what_is_held_else_what_is_asked() {
+    let mut asked = ResourceRequest::leaves(4, 60);
+    assert_eq!(units_text(&[], &asked), "4");
+    assert_eq!(units_text(&[1000, 1000], &asked), "2");
+    assert_eq!(units_text(&[250, 500], &asked), "0.75gpu");
+    asked.leaves = None;
+    asked.gpus = Some(0.5);
+    asked.mem_bytes = Some(16 << 30);
+    assert_eq!(units_text(&[], &asked), "gpu=0.5,mem=16G");
+    asked.gpus = None;
+    assert_eq!(units_text(&[], &asked), "mem=16G");
+}
+
+#[test]
+fn frames_round_trip_and_split_anywhere() {
+    let msg = Request::Cancel {
+        jobs: vec![JobId(3), JobId(9)],
+        signal: Some(15),
+    };
+    let bytes = encode(&msg);
+    for cut in 0..bytes.len() {
+        assert!(decode::<Request>(&bytes[..cut], DEFAULT_MAX_FRAME)
+            .unwrap()
+            .is_none());
+    }
+    let (back, used) = decode::<Request>(&bytes, DEFAULT_MAX_FRAME)
+        .unwrap()
+        .unwrap();
+    assert_eq!((back, used), (msg.clone(), bytes.len()));
+    let mut r = std::io::Cursor::new(bytes);
+    assert_eq!(read_frame::<Request>(&mut r, 1 << 10).unwrap(), msg);
+}
+
+#[test]
+fn oversized_and_malformed_frames_are_errors() {
+    let mut big = (1u32 << 30).to_be_bytes().to_vec();
+    big.extend_from_slice(b"{}");
+    assert!(matches!(
+        decode::<Request>(&big, DEFAULT_MAX_FRAME),
+        Err(FrameError::TooLarge { .. })
+    ));
+    let mut bad = 3u32.to_be_bytes().to_vec();
+    bad.extend_from_slice(b"{x}");
+    assert!(matches!(
+        decode::<Request>(&bad, 100),
+        Err(FrameError::Malformed(_))
+    ));
+}
+
+#[test]
+fn states_parse_by_name_and_code() {
+    assert_eq!(JobState::parse("pd"), Some(JobState::Pending));
+    assert_eq!(JobState::parse("NODE_FAIL"), Some(JobState::NodeFail));
+    assert_eq!(JobState::parse("canceled"), Some(JobState::Cancelled));
+    assert_eq!(JobState::parse("bogus"), None);
+}
+
 mod hostile {
     //! Hostile input for the frame decoder: never a panic, never a read past the limit.
     use crate::*;
