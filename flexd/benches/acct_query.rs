@@ -8,7 +8,6 @@
 use criterion::{criterion_group, criterion_main, Criterion};
 use flex_proto::{AcctQuery, JobSpec};
 use flex_sched::Allocation;
-use flexd::server::acct::PAGE;
 use flexd::store::{self, NewJob, StoredAlloc, StoredUnit};
 use gres_plugin::{HostId, Request};
 use rand::{Rng, SeedableRng};
@@ -89,7 +88,7 @@ fn all_pages(conn: &rusqlite::Connection, q: &AcctQuery, only: Option<u32>, now:
     let mut q = q.clone();
     let mut n = 0;
     loop {
-        let (jobs, more) = store::acct::query(conn, &q, only, now, PAGE).unwrap();
+        let (jobs, more) = store::acct::query(conn, &q, only, now, store::acct::PAGE).unwrap();
         n += jobs.len();
         match jobs.last() {
             Some(j) if more => q.after = Some(j.id),

@@ -50,7 +50,7 @@ fn job_state(s: &mut UnixStream, job: JobId) -> Option<JobState> {
         ..QueueFilter::default()
     };
     match call(s, &Request::Queue(f)) {
-        Response::Queue { jobs, .. } => jobs.first().map(|j| j.state),
+        Response::Queue(flex_proto::QueuePage { jobs, .. }) => jobs.first().map(|j| j.state),
         r => panic!("{r:?}"),
     }
 }
@@ -73,7 +73,7 @@ fn latency(n: usize) {
             .collect();
         let t0 = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
         let job = match call(&mut c, &Request::Submit(sp)) {
-            Response::Submitted { job } => job,
+            Response::Submitted(flex_proto::SubmitReply { job }) => job,
             r => panic!("{r:?}"),
         };
         let t_ack = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
@@ -117,7 +117,7 @@ fn throughput(clients: usize, total: usize) {
         &mut c,
         &Request::Submit(spec("#!/bin/sh\nexec sleep 3600\n".into(), work.path(), 14)),
     ) {
-        Response::Submitted { job } => job,
+        Response::Submitted(flex_proto::SubmitReply { job }) => job,
         r => panic!("{r:?}"),
     };
     while job_state(&mut c, blocker) != Some(JobState::Running) {
@@ -142,7 +142,7 @@ fn throughput(clients: usize, total: usize) {
                 for _ in 0..per {
                     s.write_all(&frame).unwrap();
                     match proto::read_frame::<Response>(&mut s, 1 << 20).unwrap() {
-                        Response::Submitted { job } => ids.push(job),
+                        Response::Submitted(flex_proto::SubmitReply { job }) => ids.push(job),
                         r => panic!("{r:?}"),
                     }
                 }
@@ -169,10 +169,10 @@ fn throughput(clients: usize, total: usize) {
     all.push(blocker);
     call(
         &mut c,
-        &Request::Cancel {
+        &Request::Cancel(flex_proto::CancelRequest {
             jobs: all,
             signal: None,
-        },
+        }),
     );
     while job_state(&mut c, blocker).is_some_and(|s| !s.is_finished()) {
         std::thread::sleep(Duration::from_millis(20));

@@ -47,7 +47,7 @@ fn listing(s: &mut UnixStream, req: &Request) -> (usize, usize, usize, Duration)
         let next = match proto::read_queue_rows(&body, |_| jobs += 1).unwrap() {
             Some(next) => next,
             None => match serde_json::from_slice(&body).unwrap() {
-                Response::Queue { jobs: v, next } => {
+                Response::Queue(flex_proto::QueuePage { jobs: v, next }) => {
                     jobs += v.len();
                     next
                 }
@@ -83,7 +83,7 @@ fn spec(workdir: &Path, name: &str, leaves: u32, script: &str) -> JobSpec {
 
 fn submit(s: &mut UnixStream, sp: JobSpec) {
     match call(s, &Request::Submit(sp)) {
-        Response::Submitted { .. } => {}
+        Response::Submitted(flex_proto::SubmitReply { .. }) => {}
         r => panic!("{r:?}"),
     }
 }
@@ -233,7 +233,7 @@ fn main() {
         ..QueueFilter::default()
     };
     while !matches!(call(&mut c, &Request::Queue(running.clone())),
-        Response::Queue { jobs, .. } if jobs.len() == 1)
+        Response::Queue(flex_proto::QueuePage { jobs, .. }) if jobs.len() == 1)
     {
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -310,9 +310,14 @@ fn main() {
     println!("1000 more from {clients} clients: {many:.2} s");
     println!("flexd at the end: {}", memory(d.child.id()));
     // The blocker's supervisor outlives flexd: cancel it first.
-    if let Response::Queue { jobs: v, .. } = call(&mut c, &Request::Queue(running)) {
+    if let Response::Queue(flex_proto::QueuePage { jobs: v, .. }) =
+        call(&mut c, &Request::Queue(running))
+    {
         let jobs = v.into_iter().map(|j| j.id).collect();
-        call(&mut c, &Request::Cancel { jobs, signal: None });
+        call(
+            &mut c,
+            &Request::Cancel(flex_proto::CancelRequest { jobs, signal: None }),
+        );
     }
     std::thread::sleep(Duration::from_millis(1500));
 }

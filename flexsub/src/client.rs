@@ -56,11 +56,13 @@ impl Client {
             client: client.to_string(),
         };
         match c.exchange(&hello)? {
-            Response::Hello { version, server } if version == PROTOCOL_VERSION => {
+            Response::Hello(flex_proto::HelloReply { version, server })
+                if version == PROTOCOL_VERSION =>
+            {
                 c.server = server;
                 Ok(c)
             }
-            Response::Hello { version, server } => Err(Error::Daemon {
+            Response::Hello(flex_proto::HelloReply { version, server }) => Err(Error::Daemon {
                 kind: ErrorKind::VersionMismatch,
                 message: format!(
                     "protocol version mismatch: {client} speaks version {PROTOCOL_VERSION}, \
@@ -117,7 +119,7 @@ impl Client {
         let mut all = Vec::new();
         loop {
             match self.decode(&body)? {
-                Response::Queue { jobs, next } => {
+                Response::Queue(flex_proto::QueuePage { jobs, next }) => {
                     all.extend(jobs);
                     if next.is_none() {
                         return Ok(all);
@@ -174,10 +176,10 @@ pub(crate) fn stand_in<T: Send + 'static>(
         let (mut s, _) = listener.accept().unwrap();
         let _: proto::Hello = proto::read_frame(&mut s, 1 << 20).unwrap();
         if let Some(version) = version {
-            let hello = Response::Hello {
+            let hello = Response::Hello(flex_proto::HelloReply {
                 version,
                 server: "flexd".into(),
-            };
+            });
             proto::write_frame(&mut s, &hello).unwrap();
         }
         serve(&mut s)

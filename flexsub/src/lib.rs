@@ -2,22 +2,15 @@
 //! parsing and model-memory estimation. They speak with flexd through the `flex-proto` crate,
 //! which flexd shares; the commands never depend on the daemon, nor the daemon on them.
 //!
-//! Each command is a thin binary over a module here: [`submit`] (flexsub), [`queue`] (flexq),
-//! [`cancel`] (flexcancel), [`run`] (flexrun), [`acct`] (flexacct) and [`report`]
-//! (flexreport); [`client`] finds flexd's socket and talks to it, and [`error`] maps every
-//! failure to one documented exit code.
+//! Each command is a thin binary over one module of [`commands`]; [`client`] finds flexd's
+//! socket and talks to it, and [`error`] maps every failure to one documented exit code.
 
-pub mod acct;
-pub mod cancel;
 pub mod client;
+pub mod commands;
 pub mod error;
 pub mod estimate;
 pub mod options;
-pub mod queue;
-pub mod report;
-pub mod run;
 pub mod script;
-pub mod submit;
 pub mod table;
 pub mod units;
 pub mod usage;

@@ -98,7 +98,7 @@ fn ranks_are_bound_to_their_cores_or_wrapped_onto_real_ones() {
         let got = gres_plugin::topology::parse_cpu_list(&lines[0]).unwrap();
         assert_eq!(
             got,
-            flexsub::run::bind_cores(&model[r], &online),
+            flexsub::commands::run::bind_cores(&model[r], &online),
             "rank {r}"
         );
     }

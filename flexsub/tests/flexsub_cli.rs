@@ -30,10 +30,10 @@ impl FakeDaemon {
             let hello: Hello =
                 flex_proto::read_frame(&mut s, flex_proto::DEFAULT_MAX_FRAME).unwrap();
             assert_eq!(hello.version, PROTOCOL_VERSION);
-            let greeting = Response::Hello {
+            let greeting = Response::Hello(flex_proto::HelloReply {
                 version: PROTOCOL_VERSION,
                 server: "fake flexd".into(),
-            };
+            });
             flex_proto::write_frame(&mut s, &greeting).unwrap();
             let mut seen = Vec::new();
             while let Ok(req) =
@@ -70,7 +70,7 @@ fn flexsub(socket: &Path, cwd: &Path, args: &[&str]) -> Output {
 
 fn submitted(req: &Request) -> Response {
     match req {
-        Request::Submit(_) => Response::Submitted { job: JobId(17) },
+        Request::Submit(_) => Response::Submitted(flex_proto::SubmitReply { job: JobId(17) }),
         other => panic!("unexpected {other:?}"),
     }
 }

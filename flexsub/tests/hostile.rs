@@ -394,7 +394,7 @@ proptest! {
     ) {
         let reqs = [
             a_submission(),
-            Request::Cancel { jobs: vec![JobId(3), JobId(u64::MAX)], signal: Some(10) },
+            Request::Cancel(flex_proto::CancelRequest { jobs: vec![JobId(3), JobId(u64::MAX)], signal: Some(10) }),
             Request::Queue(QueueFilter { users: vec!["ana".into()], ..QueueFilter::default() }),
         ];
         let mut f = flex_proto::encode(&reqs[which]);
@@ -430,7 +430,7 @@ proptest! {
             host: None,
             reason: Some("Resources".into()),
         }];
-        let page = Response::QueueRows { rows: QueueRows::new(rows.into_iter()), next: Some(JobId(7)) };
+        let page = Response::QueueRows(flex_proto::RowsPage { rows: QueueRows::new(rows.into_iter()), next: Some(JobId(7)) });
         let mut body = serde_json::to_vec(&page).unwrap();
         for (at, b) in &edits {
             let i = at.index(body.len());

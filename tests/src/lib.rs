@@ -493,7 +493,7 @@ impl Client {
     pub fn connect(socket: impl AsRef<Path>) -> Result<Client, ClientError> {
         let mut c = Self::connect_raw(socket)?;
         match c.hello(PROTOCOL_VERSION)? {
-            Response::Hello { .. } => Ok(c),
+            Response::Hello(flex_proto::HelloReply { .. }) => Ok(c),
             Response::Error(e) => Err(ClientError::Daemon {
                 kind: e.kind,
                 message: e.message,
@@ -528,14 +528,14 @@ impl Client {
     pub fn request(&mut self, req: &Request) -> Result<Response, ClientError> {
         proto::write_frame(&mut self.stream, req)?;
         let mut r = proto::read_frame(&mut self.stream, MAX_REPLY)?;
-        while let Response::Queue {
+        while let Response::Queue(flex_proto::QueuePage {
             jobs,
             next: Some(_),
-        } = &mut r
+        }) = &mut r
         {
             let mut all = std::mem::take(jobs);
             r = proto::read_frame(&mut self.stream, MAX_REPLY)?;
-            if let Response::Queue { jobs, .. } = &mut r {
+            if let Response::Queue(flex_proto::QueuePage { jobs, .. }) = &mut r {
                 all.append(jobs);
                 *jobs = all;
             }
@@ -556,14 +556,14 @@ impl Client {
 
     pub fn submit(&mut self, spec: JobSpec) -> Result<JobId, ClientError> {
         match self.call(&Request::Submit(spec))? {
-            Response::Submitted { job } => Ok(job),
+            Response::Submitted(flex_proto::SubmitReply { job }) => Ok(job),
             other => Err(ClientError::Unexpected(Box::new(other))),
         }
     }
 
     pub fn queue(&mut self, filter: QueueFilter) -> Result<Vec<JobView>, ClientError> {
         match self.call(&Request::Queue(filter))? {
-            Response::Queue { jobs, .. } => Ok(jobs),
+            Response::Queue(flex_proto::QueuePage { jobs, .. }) => Ok(jobs),
             other => Err(ClientError::Unexpected(Box::new(other))),
         }
     }
@@ -573,6 +573,6 @@ impl Client {
         jobs: Vec<JobId>,
         signal: Option<i32>,
     ) -> Result<Response, ClientError> {
-        self.call(&Request::Cancel { jobs, signal })
+        self.call(&Request::Cancel(flex_proto::CancelRequest { jobs, signal }))
     }
 }

@@ -20,12 +20,12 @@ fn root() -> PathBuf {
 /// Every user command, as the binaries build them.
 fn commands() -> Vec<clap::Command> {
     vec![
-        flexsub::submit::command(),
-        flexsub::queue::Args::command(),
-        flexsub::cancel::Args::command(),
-        flexsub::run::Args::command(),
-        flexsub::acct::Args::command(),
-        flexsub::report::Args::command(),
+        flexsub::commands::submit::command(),
+        flexsub::commands::queue::Args::command(),
+        flexsub::commands::cancel::Args::command(),
+        flexsub::commands::run::Args::command(),
+        flexsub::commands::acct::Args::command(),
+        flexsub::commands::report::Args::command(),
         flexsim::cli::Cli::command(),
     ]
 }

@@ -161,14 +161,16 @@ fn request(blocker: JobId) -> impl Strategy<Value = Request> {
             ids.clone(),
             prop::option::of(prop_oneof![Just(0), Just(-1), Just(i32::MAX), 0..70])
         )
-            .prop_map(move |(jobs, signal)| Request::Cancel {
-                jobs: jobs.into_iter().filter(|j| *j != blocker).collect(),
-                signal
-            }),
+            .prop_map(
+                move |(jobs, signal)| Request::Cancel(flex_proto::CancelRequest {
+                    jobs: jobs.into_iter().filter(|j| *j != blocker).collect(),
+                    signal
+                })
+            ),
         Just(Request::LeafMap),
         Just(Request::Ping),
         prop_oneof![Just(0u64), Just(u64::MAX), 2u64..50]
-            .prop_map(|j| Request::JobEnded { job: JobId(j) }),
+            .prop_map(|j| Request::JobEnded(flex_proto::JobEndedRequest { job: JobId(j) })),
         (any::<u64>(), any::<u64>(), ids).prop_map(|(start, end, jobs)| {
             Request::Accounting(AcctQuery {
                 start,
@@ -231,7 +233,7 @@ fn greeted(socket: &Path) -> UnixStream {
     )
     .unwrap();
     match flex_proto::read_frame::<Response>(&mut s, flex_proto::DEFAULT_MAX_FRAME).unwrap() {
-        Response::Hello { .. } => s,
+        Response::Hello(flex_proto::HelloReply { .. }) => s,
         r => panic!("{r:?}"),
     }
 }
@@ -336,7 +338,7 @@ fn requests_at_the_edges_of_their_types_are_answered() {
         ] {
             match d.client().request(&req) {
                 Ok(Response::Error(e)) => assert!(!e.message.is_empty()),
-                Ok(Response::Submitted { job }) => {
+                Ok(Response::Submitted(flex_proto::SubmitReply { job })) => {
                     d.wait_finished(job);
                 }
                 Ok(_) => {}

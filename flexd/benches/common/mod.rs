@@ -90,7 +90,7 @@ pub fn connect(socket: &Path) -> std::io::Result<UnixStream> {
     )
     .map_err(std::io::Error::other)?;
     match proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME) {
-        Ok(Response::Hello { .. }) => Ok(s),
+        Ok(Response::Hello(flex_proto::HelloReply { .. })) => Ok(s),
         other => Err(std::io::Error::other(format!("{other:?}"))),
     }
 }

@@ -498,10 +498,14 @@ fn notify(socket: &Path, job: JobId) -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     match proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME) {
-        Ok(Response::Hello { .. }) => {}
+        Ok(Response::Hello(flex_proto::HelloReply { .. })) => {}
         other => return Err(format!("unexpected answer to hello: {other:?}")),
     }
-    proto::write_frame(&mut s, &Request::JobEnded { job }).map_err(|e| e.to_string())?;
+    proto::write_frame(
+        &mut s,
+        &Request::JobEnded(flex_proto::JobEndedRequest { job }),
+    )
+    .map_err(|e| e.to_string())?;
     proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME)
         .map(|_| ())
         .map_err(|e| e.to_string())

@@ -75,7 +75,7 @@ fn spec(leaves: u32) -> JobSpec {
 
 /// Submit as the dispatcher does, with the database's id.
 fn submit(s: &Settings, st: &mut State, p: &Peer, id: u64, leaves: u32) -> JobId {
-    let job = handlers::prepare_submit(s, st, p, spec(leaves), NOW).unwrap();
+    let job = handlers::submit::prepare_submit(s, st, p, spec(leaves), NOW).unwrap();
     st.add_submitted(s, JobId(id), job);
     JobId(id)
 }
@@ -97,7 +97,7 @@ fn submissions_start_with_their_commit_or_by_a_pass() {
     let (mut st, _) = state(0);
     let ana = peer(1000, "ana");
     // An empty queue: the job is placed when it is prepared and runs once committed.
-    let nj = handlers::prepare_submit(&s, &mut st, &ana, spec(6), NOW).unwrap();
+    let nj = handlers::submit::prepare_submit(&s, &mut st, &ana, spec(6), NOW).unwrap();
     let placed = nj.start.clone().expect("placed with its submission");
     assert_eq!(placed.units.len(), 6);
     let first = JobId(1);
@@ -132,20 +132,22 @@ fn submissions_start_with_their_commit_or_by_a_pass() {
     }
     // A failed commit gives the placement back.
     let (mut st2, _) = state(0);
-    let nj = handlers::prepare_submit(&s, &mut st2, &ana, spec(14), NOW).unwrap();
+    let nj = handlers::submit::prepare_submit(&s, &mut st2, &ana, spec(14), NOW).unwrap();
     assert!(nj.start.is_some());
     st2.abandon_submission(nj.uid, nj.start.as_ref());
     assert_eq!(st2.queued_by(1000), 0);
-    assert!(handlers::prepare_submit(&s, &mut st2, &ana, spec(14), NOW)
-        .unwrap()
-        .start
-        .is_some());
+    assert!(
+        handlers::submit::prepare_submit(&s, &mut st2, &ana, spec(14), NOW)
+            .unwrap()
+            .start
+            .is_some()
+    );
     // Defaults fill a time limit and cores per leaf of 0.
     let mut sp = spec(1);
     sp.request.time_limit_s = 0;
     sp.request.cores_per_leaf = 0;
     sp.name = String::new();
-    let nj = handlers::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap();
+    let nj = handlers::submit::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap();
     assert_eq!(nj.spec.request.time_limit_s, 3600);
     assert_eq!(nj.spec.request.cores_per_leaf, 1);
     assert_eq!(nj.spec.name, "job");
@@ -158,32 +160,34 @@ fn submissions_are_refused_with_the_reason() {
     s.limits.max_queued_per_user = 1;
     let (mut st, _) = state(0);
     let ana = peer(1000, "ana");
-    let (k, m) = error(handlers::prepare_submit(&s, &mut st, &ana, spec(15), NOW).unwrap_err());
+    let (k, m) =
+        error(handlers::submit::prepare_submit(&s, &mut st, &ana, spec(15), NOW).unwrap_err());
     assert_eq!(k, ErrorKind::Unsatisfiable);
     assert!(m.starts_with("unsatisfiable: "), "{m}");
     let mut sp = spec(1);
     sp.request.time_limit_s = 8 * 86400;
-    let (k, m) = error(handlers::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
+    let (k, m) = error(handlers::submit::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
     assert_eq!(k, ErrorKind::LimitExceeded);
     assert!(m.contains("max_time_limit = 7days"), "{m}");
     let mut sp = spec(1);
     sp.env = vec![("A=B".into(), "x".into())].into();
-    let (k, m) = error(handlers::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
+    let (k, m) = error(handlers::submit::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
     assert_eq!(k, ErrorKind::InvalidRequest);
     assert!(m.contains("\"A=B\" is not valid"), "{m}");
     // An escaped NUL is still a NUL.
     let mut sp = spec(1);
     sp.env = Env::from_json(r#"[["A","x\u0000y"]]"#.into()).unwrap();
-    let (_, m) = error(handlers::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
+    let (_, m) = error(handlers::submit::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
     assert!(m.contains("A contains a NUL byte"), "{m}");
     // An environment that is JSON but not pairs.
     let mut sp = spec(1);
     sp.env = Env::from_json(r#"{"A":"x"}"#.into()).unwrap();
-    let (k, m) = error(handlers::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
+    let (k, m) = error(handlers::submit::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
     assert_eq!(k, ErrorKind::InvalidRequest);
     assert!(m.contains("not a list of [name, value] pairs"), "{m}");
     submit(&s, &mut st, &ana, 1, 1);
-    let (k, m) = error(handlers::prepare_submit(&s, &mut st, &ana, spec(1), NOW).unwrap_err());
+    let (k, m) =
+        error(handlers::submit::prepare_submit(&s, &mut st, &ana, spec(1), NOW).unwrap_err());
     assert_eq!(k, ErrorKind::LimitExceeded);
     assert!(m.contains("ana already has 1 jobs"), "{m}");
     // Another user has a limit of their own.
@@ -194,11 +198,13 @@ fn submissions_are_refused_with_the_reason() {
 fn a_non_root_flexd_runs_jobs_only_for_its_own_user() {
     let s = Settings::defaults();
     let (mut st, _) = state(500);
-    let (k, m) =
-        error(handlers::prepare_submit(&s, &mut st, &peer(1000, "ana"), spec(1), NOW).unwrap_err());
+    let (k, m) = error(
+        handlers::submit::prepare_submit(&s, &mut st, &peer(1000, "ana"), spec(1), NOW)
+            .unwrap_err(),
+    );
     assert_eq!(k, ErrorKind::PermissionDenied);
     assert!(m.contains("flexd runs as uid 500"), "{m}");
-    assert!(handlers::prepare_submit(&s, &mut st, &peer(500, "svc"), spec(1), NOW).is_ok());
+    assert!(handlers::submit::prepare_submit(&s, &mut st, &peer(500, "svc"), spec(1), NOW).is_ok());
 }
 
 #[test]
@@ -213,7 +219,7 @@ fn cancel_checks_ownership_and_reaches_the_supervisor() {
     st.take_outbox();
 
     let cancel = |st: &mut State, p: &Peer, jobs: Vec<JobId>, signal| {
-        handlers::handle(&s, st, p, Request::Cancel { jobs, signal }, NOW)
+        handlers::cancel::cancel(st, p, &jobs, signal, NOW)
     };
     let (k, m) = error(cancel(&mut st, &bo, vec![running], None));
     assert_eq!(k, ErrorKind::PermissionDenied);
@@ -277,7 +283,7 @@ fn a_reported_end_frees_the_leaves_for_the_next_job() {
     let vb = view(&st, b);
     assert_eq!(vb.reason.as_deref(), Some("Resources"));
     assert_eq!(vb.estimated_start, Some(NOW + 600));
-    match handlers::handle(&s, &mut st, &ana, Request::LeafMap, NOW) {
+    match handlers::leaf_map::leaf_map(&st) {
         Response::LeafMap(h) => {
             assert_eq!(h[0].leaves.len(), 14);
             assert!(h[0].leaves.iter().all(|l| l.free == 0 && l.jobs == vec![a]));
@@ -292,14 +298,14 @@ fn a_reported_end_frees_the_leaves_for_the_next_job() {
         end_time: NOW + 5,
         note: None,
     };
-    let r = handlers::job_ended(&mut st, &ana, a, Ok(Some(status.clone())));
+    let r = handlers::job_ended::job_ended(&mut st, &ana, a, Ok(Some(status.clone())));
     assert_eq!(
         error(r).0,
         ErrorKind::PermissionDenied,
         "only the supervisor's user"
     );
     assert_eq!(
-        handlers::job_ended(&mut st, &peer(0, "root"), a, Ok(Some(status.clone()))),
+        handlers::job_ended::job_ended(&mut st, &peer(0, "root"), a, Ok(Some(status.clone()))),
         Response::Pong
     );
     let va = view(&st, a);
@@ -309,7 +315,7 @@ fn a_reported_end_frees_the_leaves_for_the_next_job() {
     );
     // Told twice: nothing happens the second time.
     st.take_outbox();
-    handlers::job_ended(&mut st, &peer(0, "root"), a, Ok(Some(status)));
+    handlers::job_ended::job_ended(&mut st, &peer(0, "root"), a, Ok(Some(status)));
     assert!(st.take_outbox().is_empty());
     st.schedule(&s, NOW + 5);
     assert_eq!(view(&st, b).state, JobState::Running);
@@ -322,20 +328,13 @@ fn the_queue_view_filters() {
     let a = submit(&s, &mut st, &peer(1000, "ana"), 1, 14);
     let b = submit(&s, &mut st, &peer(1001, "bo"), 2, 1);
     let c = submit(&s, &mut st, &peer(1001, "bo"), 3, 1);
-    handlers::handle(
-        &s,
-        &mut st,
-        &peer(1001, "bo"),
-        Request::Cancel {
-            jobs: vec![c],
-            signal: None,
-        },
-        NOW,
-    );
+    handlers::cancel::cancel(&mut st, &peer(1001, "bo"), &[c], None, NOW);
     st.schedule(&s, NOW);
     let ids = |st: &mut State, f: QueueFilter| -> Vec<JobId> {
-        match handlers::handle(&s, st, &peer(1000, "ana"), Request::Queue(f), NOW) {
-            Response::Queue { jobs, .. } => jobs.into_iter().map(|j| j.id).collect(),
+        match handlers::queue::queue(st, &f) {
+            Response::Queue(flex_proto::QueuePage { jobs, .. }) => {
+                jobs.into_iter().map(|j| j.id).collect()
+            }
             r => panic!("{r:?}"),
         }
     };
@@ -374,7 +373,7 @@ fn long_listings_come_in_pages_that_go_on_after_the_last_job() {
     let s = Settings::defaults();
     let (mut st, _) = state(0);
     let ana = peer(1000, "ana");
-    let n = 2 * handlers::PAGE as u64 + 1;
+    let n = 2 * handlers::queue::PAGE as u64 + 1;
     let first = submit(&s, &mut st, &ana, 1, 14);
     for id in 2..=n {
         submit(&s, &mut st, &ana, id, 1);
@@ -393,13 +392,17 @@ fn long_listings_come_in_pages_that_go_on_after_the_last_job() {
                 Request::Queue(f) | Request::QueueRows(f) => Some(f.clone()),
                 _ => None,
             };
-            let page = handlers::handle(&s, &mut st, &ana, r, NOW + 65);
+            let page = match &r {
+                Request::Queue(f) => handlers::queue::queue(&st, f),
+                Request::QueueRows(f) => handlers::queue::queue_rows(&st, f, NOW + 65),
+                r => panic!("{r:?}"),
+            };
             match &page {
-                Response::Queue { jobs, next } => {
+                Response::Queue(flex_proto::QueuePage { jobs, next }) => {
                     ids.extend(jobs.iter().map(|j| j.id));
                     assert_eq!(*next, next.and(jobs.last().map(|j| j.id)));
                 }
-                Response::QueueRows { rows, .. } => {
+                Response::QueueRows(flex_proto::RowsPage { rows, .. }) => {
                     let rows = rows.rows().unwrap();
                     if pages == 0 {
                         // The running job, then one a pass left waiting.
@@ -413,7 +416,7 @@ fn long_listings_come_in_pages_that_go_on_after_the_last_job() {
                 r => panic!("{r:?}"),
             }
             pages += 1;
-            req = handlers::next_page(filter, &page);
+            req = handlers::queue::next_page(filter, &page);
         }
         assert_eq!(pages, 3, "rows: {rows}");
         assert_eq!(ids, (1..=n).map(JobId).collect::<Vec<_>>(), "rows: {rows}");
@@ -425,7 +428,7 @@ fn test_only_answers_without_queueing() {
     let s = Settings::defaults();
     let (mut st, _) = state(0);
     let ana = peer(1000, "ana");
-    match handlers::handle(&s, &mut st, &ana, Request::TestOnly(spec(6)), NOW) {
+    match handlers::test_only::test_only(&s, &mut st, &ana, spec(6), NOW) {
         Response::WouldStart(w) => {
             assert_eq!(w.alloc.unwrap().leaves.len(), 6);
             assert_eq!(w.estimated_start, Some(NOW));
@@ -437,7 +440,7 @@ fn test_only_answers_without_queueing() {
     assert!(st.take_outbox().is_empty());
     submit(&s, &mut st, &ana, 1, 14);
     st.schedule(&s, NOW);
-    match handlers::handle(&s, &mut st, &ana, Request::TestOnly(spec(1)), NOW) {
+    match handlers::test_only::test_only(&s, &mut st, &ana, spec(1), NOW) {
         Response::WouldStart(w) => {
             assert!(w.alloc.is_none());
             assert_eq!(w.estimated_start, Some(NOW + 600));
@@ -566,19 +569,19 @@ fn pending_jobs_behind_the_head_get_estimated_starts() {
 fn answers_are_framed_as_the_protocol_frames_them() {
     let answers = [
         Response::Pong,
-        Response::Submitted { job: JobId(7) },
+        Response::Submitted(flex_proto::SubmitReply { job: JobId(7) }),
         Response::error(ErrorKind::LimitExceeded, "max_frame_bytes = 1 \u{e9}\"\n"),
-        Response::Queue {
+        Response::Queue(flex_proto::QueuePage {
             jobs: Vec::new(),
             next: None,
-        },
-        Response::QueueRows {
+        }),
+        Response::QueueRows(flex_proto::RowsPage {
             rows: flex_proto::QueueRows::new(std::iter::empty()),
             next: Some(JobId(3)),
-        },
+        }),
     ];
     for r in answers {
-        let framed = super::encode(&r).unwrap();
+        let framed = super::conn::encode(&r).unwrap();
         assert_eq!(framed, flex_proto::encode(&r));
         let (back, used) = flex_proto::decode::<Response>(&framed, framed.len())
             .unwrap()

@@ -7,6 +7,10 @@ use flex_proto::{AcctLeaf, AcctQuery, AcctRecord, JobState};
 use gres_plugin::JobId;
 use rusqlite::{params, Connection};
 
+/// Most records in one reply (a few MiB of JSON, well under the commands' frame limit); the
+/// client asks for the next page with `after`.
+pub const PAGE: usize = 2000;
+
 const COLUMNS: &str = "id, name, user, uid, gid, account, state, submit_time, eligible_time,
     start_time, end_time, exit_code, signal, reason, request, host, allocation";
 

@@ -39,22 +39,30 @@ pub enum Request {
     /// like `Queue`.
     QueueRows(QueueFilter),
     /// Cancel jobs (no signal), or send them a signal (by number).
-    Cancel {
-        jobs: Vec<JobId>,
-        signal: Option<i32>,
-    },
+    Cancel(CancelRequest),
     /// Every leaf of every host and the job holding it.
     LeafMap,
     Ping,
     /// Internal, from a job's supervisor: the job ended and its status file is written. flexd
     /// reads the outcome from that file, never from the frame; only root or flexd's own user
     /// may send it. Answered with [`Response::Pong`].
-    JobEnded {
-        job: JobId,
-    },
+    JobEnded(JobEndedRequest),
     /// Accounting records from the database (flexacct, flexreport); answered with
     /// [`Response::Accounting`]. Users other than root see only their own jobs.
     Accounting(AcctQuery),
+}
+
+/// Cancel jobs (no signal), or send them a signal (by number).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelRequest {
+    pub jobs: Vec<JobId>,
+    pub signal: Option<i32>,
+}
+
+/// From a job's supervisor: the job ended and its status file is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobEndedRequest {
+    pub job: JobId,
 }
 
 /// Which jobs accounting reports: those whose [eligible, end (now while not ended)] overlaps
@@ -193,32 +201,50 @@ pub struct ErrorReply {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Response {
-    Hello {
-        version: u32,
-        server: String,
-    },
-    Submitted {
-        job: JobId,
-    },
+    Hello(HelloReply),
+    Submitted(SubmitReply),
     WouldStart(WouldStart),
     /// One page of a listing, jobs in id order. When `next` names a job, the listing goes on
     /// after it and flexd sends the next page right behind this one, unasked: a long listing
     /// never holds flexd up or fills its memory at once, and the client reads page after
     /// page while flexd makes the next.
-    Queue {
-        jobs: Vec<JobView>,
-        next: Option<JobId>,
-    },
+    Queue(QueuePage),
     /// One page of flexq's rows, paged like `Queue`.
-    QueueRows {
-        rows: QueueRows,
-        next: Option<JobId>,
-    },
+    QueueRows(RowsPage),
     Cancelled(Vec<CancelOutcome>),
     LeafMap(Vec<HostLeaves>),
     Pong,
     Error(ErrorReply),
     Accounting(AcctReply),
+}
+
+/// flexd's answer to a client's [`Hello`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelloReply {
+    pub version: u32,
+    /// flexd's name and version, for the client's messages.
+    pub server: String,
+}
+
+/// A submission committed to disk, with its id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmitReply {
+    pub job: JobId,
+}
+
+/// One page of a full listing (`Queue`), jobs in id order; `next` names the last job of the
+/// page when another page follows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueuePage {
+    pub jobs: Vec<JobView>,
+    pub next: Option<JobId>,
+}
+
+/// One page of flexq's rows (`QueueRows`), paged like [`QueuePage`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RowsPage {
+    pub rows: QueueRows,
+    pub next: Option<JobId>,
 }
 
 impl Response {

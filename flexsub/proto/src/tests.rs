@@ -25,10 +25,10 @@ fn queue_rows_are_arrays_read_back_borrowed_where_they_can_be() {
         row(1, "plain", Some("Resources")),
         row(2, "say \"hi\"", None),
     ];
-    let answer = Response::QueueRows {
+    let answer = Response::QueueRows(RowsPage {
         rows: QueueRows::new(rows.clone().into_iter()),
         next: Some(JobId(2)),
-    };
+    });
     let body = serde_json::to_vec(&answer).unwrap();
     let text = String::from_utf8(body.clone()).unwrap();
     assert!(
@@ -49,7 +49,7 @@ fn queue_rows_are_arrays_read_back_borrowed_where_they_can_be() {
     // The whole answer decodes as a Response, too.
     let back: Response = serde_json::from_slice(&body).unwrap();
     assert_eq!(back, answer);
-    let Response::QueueRows { rows: back, .. } = back else {
+    let Response::QueueRows(RowsPage { rows: back, .. }) = back else {
         unreachable!()
     };
     assert_eq!(back.rows().unwrap(), rows);
@@ -98,10 +98,10 @@ fn units_say_what_is_held_else_what_is_asked() {
 
 #[test]
 fn frames_round_trip_and_split_anywhere() {
-    let msg = Request::Cancel {
+    let msg = Request::Cancel(CancelRequest {
         jobs: vec![JobId(3), JobId(9)],
         signal: Some(15),
-    };
+    });
     let bytes = encode(&msg);
     for cut in 0..bytes.len() {
         assert!(decode::<Request>(&bytes[..cut], DEFAULT_MAX_FRAME)

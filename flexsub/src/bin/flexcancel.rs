@@ -3,8 +3,8 @@
 use clap::Parser;
 
 fn main() {
-    let args = flexsub::cancel::Args::parse();
-    let code = match flexsub::cancel::run(&args) {
+    let args = flexsub::commands::cancel::Args::parse();
+    let code = match flexsub::commands::cancel::run(&args) {
         Ok(code) => code,
         Err(e) => flexsub::error::report("flexcancel", &e),
     };

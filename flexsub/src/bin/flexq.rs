@@ -4,8 +4,8 @@ use clap::Parser;
 
 fn main() {
     flexsub::error::default_sigpipe();
-    let args = flexsub::queue::Args::parse();
-    let code = match flexsub::queue::run(&args, &mut std::io::stdout().lock()) {
+    let args = flexsub::commands::queue::Args::parse();
+    let code = match flexsub::commands::queue::run(&args, &mut std::io::stdout().lock()) {
         Ok(code) => code,
         Err(e) => flexsub::error::report("flexq", &e),
     };

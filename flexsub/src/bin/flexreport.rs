@@ -5,8 +5,8 @@ use clap::Parser;
 
 fn main() {
     flexsub::error::default_sigpipe();
-    let args = flexsub::report::Args::parse();
-    let code = match flexsub::report::run(&args, &mut std::io::stdout().lock()) {
+    let args = flexsub::commands::report::Args::parse();
+    let code = match flexsub::commands::report::run(&args, &mut std::io::stdout().lock()) {
         Ok(code) => code,
         Err(e) => flexsub::error::report("flexreport", &e),
     };

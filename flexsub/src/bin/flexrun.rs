@@ -3,8 +3,8 @@
 use clap::Parser;
 
 fn main() {
-    let args = flexsub::run::Args::parse();
-    let code = match flexsub::run::run(&args) {
+    let args = flexsub::commands::run::Args::parse();
+    let code = match flexsub::commands::run::run(&args) {
         Ok(code) => code,
         Err(e) => flexsub::error::report("flexrun", &e),
     };

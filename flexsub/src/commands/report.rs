@@ -3,7 +3,7 @@
 //! host utilization. Computed from the same records as flexacct ([`crate::usage`]), with each
 //! job's run clipped to the period.
 
-use crate::acct::{decimal, fetch, period, Selection};
+use crate::commands::acct::{decimal, fetch, period, Selection};
 use crate::error::{exit, Error};
 use crate::usage::{self, Usage};
 use crate::when;

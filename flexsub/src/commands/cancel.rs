@@ -45,10 +45,10 @@ pub fn outcome_code(errors: &[&str]) -> i32 {
 
 /// Run flexcancel; per-job failures go to stderr. Returns the exit code.
 pub fn run(a: &Args) -> Result<i32, Error> {
-    let req = Request::Cancel {
+    let req = Request::Cancel(flex_proto::CancelRequest {
         jobs: a.jobs.clone(),
         signal: a.signal,
-    };
+    });
     let outcomes = match Client::connect("flexcancel")?.call(&req)? {
         Response::Cancelled(o) => o,
         other => return Err(into_error(other)),

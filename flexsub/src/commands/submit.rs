@@ -270,7 +270,7 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
     match action {
         Action::Submit { parsable } => {
             let job = match Client::connect("flexsub")?.call(&Request::Submit(built.spec))? {
-                Response::Submitted { job } => job,
+                Response::Submitted(flex_proto::SubmitReply { job }) => job,
                 other => return Err(crate::client::into_error(other)),
             };
             if parsable {

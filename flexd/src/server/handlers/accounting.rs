@@ -1,12 +1,13 @@
-//! The Accounting request (flexacct, flexreport): job records from the database, seen through
+//! Accounting (flexacct, flexreport): job records from the database, seen through
 //! the caller's rights. Users other than root see only their own jobs, like Slurm's
 //! `PrivateData=jobs`; naming another user is refused rather than silently ignored.
 //!
-//! [`accounting`] is the plain handler over an open connection; [`Accounting::answer`] runs it
-//! off the async threads on a read-only connection of its own. Also the default account of a
+//! [`accounting`] is the plain handler over an open connection; [`answer`] runs it off the
+//! async threads on a read-only connection of its own. Also the default account of a
 //! submission: the submitter's primary group name.
 
-use super::handlers::Peer;
+use super::Peer;
+use crate::server::Shared;
 use crate::state::State;
 use crate::store::{self, acct};
 use flex_proto::{AcctHost, AcctQuery, AcctReply, ErrorKind, Response};
@@ -14,10 +15,6 @@ use rusqlite::Connection;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
-
-/// Most records in one reply (a few MiB of JSON, well under the commands' frame limit); the
-/// client asks for the next page with `after`.
-pub const PAGE: usize = 2000;
 
 /// The database accounting reads, and the default account of each user seen so far.
 #[derive(Debug)]
@@ -74,8 +71,14 @@ impl Accounting {
     }
 }
 
+/// Answer an Accounting request with the hosts' capacities from the state.
+pub(crate) async fn answer(shared: &Shared, peer: &Peer, q: AcctQuery, now: u64) -> Response {
+    let hosts = shared.with_core(|c| hosts(&c.state));
+    shared.acct.answer(peer, q, hosts, now).await
+}
+
 /// Every host's capacity, for utilization.
-pub fn hosts(st: &State) -> Vec<AcctHost> {
+pub(crate) fn hosts(st: &State) -> Vec<AcctHost> {
     st.cluster
         .hosts()
         .map(|(_, h)| AcctHost {
@@ -88,7 +91,7 @@ pub fn hosts(st: &State) -> Vec<AcctHost> {
 }
 
 /// The records `q` selects that `peer` may see.
-pub fn accounting(
+pub(crate) fn accounting(
     conn: &Connection,
     peer: &Peer,
     q: AcctQuery,
@@ -116,7 +119,7 @@ pub fn accounting(
         }
         Some(peer.uid)
     };
-    match acct::query(conn, &q, only, now, PAGE) {
+    match acct::query(conn, &q, only, now, acct::PAGE) {
         Ok((jobs, more)) => Response::Accounting(AcctReply {
             now,
             hosts,

@@ -1,0 +1,178 @@
+//! One connection: its peer from SO_PEERCRED, the Hello, then frames read (`proto::decode`)
+//! and answered one at a time through the dispatcher; frames that cannot be read are answered
+//! with why, and the connection closed.
+
+use super::dispatch::dispatch;
+use super::handlers::{queue, Peer};
+use super::Shared;
+use flex_proto::{self as proto, ErrorKind, FrameError, Hello, Request, Response};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+
+/// Serve one connection until the client closes it.
+pub async fn serve(shared: Arc<Shared>, stream: UnixStream) {
+    let peer = match stream.peer_cred() {
+        Ok(c) => Peer {
+            uid: c.uid(),
+            gid: c.gid(),
+            pid: c.pid(),
+            user: shared.user_name(c.uid()),
+        },
+        Err(e) => {
+            tracing::warn!("connection without peer credentials refused: {e}");
+            return;
+        }
+    };
+    let (mut rd, mut wr) = stream.into_split();
+    let mut buf = Vec::with_capacity(8192);
+    let max = || shared.max_frame.load(Ordering::Relaxed);
+    let hello: Hello = match read(&mut rd, &mut buf, max()).await {
+        Ok(h) => h,
+        Err(FrameError::Closed) => return,
+        Err(e) => {
+            refuse(&mut rd, &mut wr, &buf, &e).await;
+            return;
+        }
+    };
+    if hello.version != proto::PROTOCOL_VERSION {
+        tracing::info!(
+            "{} (uid {}) speaks protocol version {}; refused",
+            hello.client,
+            peer.uid,
+            hello.version
+        );
+        let msg = format!(
+            "version mismatch: {} speaks protocol version {}, flexd speaks version {}",
+            hello.client,
+            hello.version,
+            proto::PROTOCOL_VERSION
+        );
+        let _ = write(&mut wr, &Response::error(ErrorKind::VersionMismatch, msg)).await;
+        return;
+    }
+    let server = format!("flexd {}", env!("CARGO_PKG_VERSION"));
+    let ok = Response::Hello(flex_proto::HelloReply {
+        version: proto::PROTOCOL_VERSION,
+        server,
+    });
+    if write(&mut wr, &ok).await.is_err() {
+        return;
+    }
+    loop {
+        let req: Request = match read(&mut rd, &mut buf, max()).await {
+            Ok(r) => r,
+            Err(FrameError::Closed) => return,
+            Err(e) => {
+                refuse(&mut rd, &mut wr, &buf, &e).await;
+                return;
+            }
+        };
+        shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        let sent = answer(&shared, &peer, req, &mut wr).await;
+        shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+/// Answer one request: one frame, or a listing's pages one after the other (each made under
+/// the state's lock on its own, so other clients are served in between).
+async fn answer(
+    shared: &Shared,
+    peer: &Peer,
+    req: Request,
+    wr: &mut tokio::net::unix::OwnedWriteHalf,
+) -> std::io::Result<()> {
+    let mut next = Some(req);
+    while let Some(req) = next.take() {
+        let filter = match &req {
+            Request::Queue(f) | Request::QueueRows(f) => Some(f.clone()),
+            _ => None,
+        };
+        let resp = dispatch(shared, peer, req).await;
+        next = queue::next_page(filter, &resp);
+        let frame = encode(&resp)?;
+        drop(resp);
+        wr.write_all(&frame).await?;
+    }
+    Ok(())
+}
+
+/// Answer a frame that cannot be read, then close. The rest of a frame refused for its size is
+/// read and dropped first (for a while): a client still writing it would otherwise never get to
+/// read why.
+async fn refuse(
+    rd: &mut tokio::net::unix::OwnedReadHalf,
+    wr: &mut tokio::net::unix::OwnedWriteHalf,
+    buf: &[u8],
+    e: &FrameError,
+) {
+    let _ = write(wr, &bad_frame(e)).await;
+    if let FrameError::TooLarge { size, .. } = e {
+        let mut left = (size + 4).saturating_sub(buf.len());
+        let mut scratch = vec![0u8; 64 << 10];
+        let _ = tokio::time::timeout(Duration::from_secs(10), async {
+            while left > 0 {
+                match rd.read(&mut scratch[..left.min(64 << 10)]).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => left -= n,
+                }
+            }
+        })
+        .await;
+    }
+}
+
+fn bad_frame(e: &FrameError) -> Response {
+    match e {
+        FrameError::TooLarge { size, max } => Response::error(
+            ErrorKind::LimitExceeded,
+            format!("the request is {size} bytes, more than max_frame_bytes = {max}"),
+        ),
+        _ => Response::error(ErrorKind::InvalidRequest, e.to_string()),
+    }
+}
+
+async fn read<T: serde::de::DeserializeOwned>(
+    rd: &mut tokio::net::unix::OwnedReadHalf,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> Result<T, FrameError> {
+    loop {
+        if let Some((msg, used)) = proto::decode(buf, max)? {
+            buf.drain(..used);
+            return Ok(msg);
+        }
+        if rd.read_buf(buf).await? == 0 {
+            return Err(if buf.is_empty() {
+                FrameError::Closed
+            } else {
+                FrameError::Malformed("connection closed inside a frame".into())
+            });
+        }
+    }
+}
+
+async fn write(wr: &mut tokio::net::unix::OwnedWriteHalf, msg: &Response) -> std::io::Result<()> {
+    wr.write_all(&encode(msg)?).await
+}
+
+/// [`proto::encode`] into one buffer: the body is serialized after a placeholder for its
+/// length, not copied behind it (a page of a `Queue` listing is ~1.5 MB).
+pub(crate) fn encode(msg: &Response) -> std::io::Result<Vec<u8>> {
+    let hint = match msg {
+        Response::QueueRows(flex_proto::RowsPage { rows, .. }) => rows.text_len() + 64,
+        _ => 256,
+    };
+    let mut frame = Vec::with_capacity(4 + hint);
+    frame.extend_from_slice(&[0; 4]);
+    serde_json::to_writer(&mut frame, msg).expect("protocol types always serialize");
+    let len = u32::try_from(frame.len() - 4)
+        .map_err(|_| std::io::Error::other("an answer of 4 GiB or more cannot be framed"))?;
+    frame[..4].copy_from_slice(&len.to_be_bytes());
+    Ok(frame)
+}

@@ -1,0 +1,28 @@
+//! The dispatcher: the only code between a connection and the handlers. It routes each request
+//! to its handler, one file per request under [`super::handlers`], and answers nothing itself.
+
+use super::handlers::{accounting, cancel, job_ended, leaf_map, queue, submit, test_only, Peer};
+use super::{unix_now, Shared};
+use flex_proto::{Request, Response};
+
+/// Route one request to its handler.
+pub(crate) async fn dispatch(shared: &Shared, peer: &Peer, req: Request) -> Response {
+    let now = unix_now();
+    match req {
+        Request::Submit(spec) => submit::submit(shared, peer, spec, now).await,
+        Request::TestOnly(spec) => {
+            shared.with_core(|c| test_only::test_only(&c.settings, &mut c.state, peer, spec, now))
+        }
+        Request::Queue(f) => shared.with_core(|c| queue::queue(&c.state, &f)),
+        Request::QueueRows(f) => shared.with_core(|c| queue::queue_rows(&c.state, &f, now)),
+        Request::Cancel(flex_proto::CancelRequest { jobs, signal }) => {
+            shared.with_core(|c| cancel::cancel(&mut c.state, peer, &jobs, signal, now))
+        }
+        Request::LeafMap => shared.with_core(|c| leaf_map::leaf_map(&c.state)),
+        Request::Ping => Response::Pong,
+        Request::JobEnded(flex_proto::JobEndedRequest { job }) => {
+            job_ended::reported(shared, peer, job)
+        }
+        Request::Accounting(q) => accounting::answer(shared, peer, q, now).await,
+    }
+}

@@ -1,0 +1,63 @@
+//! Queue (`flexq --json`) and QueueRows (flexq's table): the jobs a filter selects, in pages
+//! of [`PAGE`] jobs by id; the connection sends a listing's pages one behind the other
+//! ([`next_page`]), each made under the state's lock on its own.
+
+use crate::state::{Job, State};
+use flex_proto::{JobView, QueueFilter, QueueRows, Request, Response};
+
+/// One page of full job views.
+pub(crate) fn queue(st: &State, f: &QueueFilter) -> Response {
+    let mut sel = selected(st, f).peekable();
+    let jobs: Vec<JobView> = sel.by_ref().take(PAGE).map(|j| st.view(j)).collect();
+    let next = sel.peek().and(jobs.last()).map(|j| j.id);
+    Response::Queue(flex_proto::QueuePage { jobs, next })
+}
+
+/// One page of flexq's compact rows.
+pub(crate) fn queue_rows(st: &State, f: &QueueFilter, now: u64) -> Response {
+    let mut sel = selected(st, f).peekable();
+    let mut last = None;
+    let page = sel.by_ref().take(PAGE).inspect(|j| last = Some(j.row.id));
+    let rows = QueueRows::new(st.queue_rows(page, now));
+    let next = sel.peek().and(last);
+    Response::QueueRows(flex_proto::RowsPage { rows, next })
+}
+
+/// Jobs in one page of a listing: small enough that making one holds the state for a few ms.
+pub(crate) const PAGE: usize = 4096;
+
+/// The jobs the filter selects, by id. Finished jobs appear with `include_finished`, or when
+/// the filter names them or their state.
+fn selected<'a>(st: &'a State, f: &'a QueueFilter) -> impl Iterator<Item = &'a Job> + 'a {
+    st.jobs_after(f.after).filter(|j| {
+        let r = &j.row;
+        (f.users.is_empty()
+            || f.users
+                .iter()
+                .any(|u| *u == r.user || u.parse::<u32>() == Ok(r.uid)))
+            && (f.states.is_empty() || f.states.contains(&r.state))
+            && (f.jobs.is_empty() || f.jobs.contains(&r.id))
+            && (!r.state.is_finished()
+                || f.include_finished
+                || f.jobs.contains(&r.id)
+                || f.states.contains(&r.state))
+    })
+}
+
+/// The request for the page after `page`, when `page` is one of a listing that goes on.
+pub(crate) fn next_page(filter: Option<QueueFilter>, page: &Response) -> Option<Request> {
+    let (rows, after) = match page {
+        Response::Queue(flex_proto::QueuePage { next, .. }) => (false, (*next)?),
+        Response::QueueRows(flex_proto::RowsPage { next, .. }) => (true, (*next)?),
+        _ => return None,
+    };
+    let f = QueueFilter {
+        after: Some(after),
+        ..filter?
+    };
+    Some(if rows {
+        Request::QueueRows(f)
+    } else {
+        Request::Queue(f)
+    })
+}

@@ -1,0 +1,182 @@
+//! Submit: [`prepare_submit`] validates the job and counts it against its user's limit under
+//! the state's lock, [`submit`] commits it through the writer and acknowledges it only then,
+//! and `State::add_submitted` queues it (or `State::abandon_submission` gives its place back).
+
+use super::{err, Peer};
+use crate::config::Settings;
+use crate::server::Shared;
+use crate::state::State;
+use crate::store::NewJob;
+use flex_proto::{ErrorKind, JobSpec, Response};
+use flex_sched::{JobKind, Model, PendingJob};
+use gres_plugin::JobId;
+
+/// Commit a submission and answer with its id once it is on disk.
+pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now: u64) -> Response {
+    if spec.account.as_deref().is_none_or(str::is_empty) {
+        spec.account = Some(shared.acct.default_account(peer));
+    }
+    let prepared = shared.with_core(|c| prepare_submit(&c.settings, &mut c.state, peer, spec, now));
+    let job = match prepared {
+        Ok(j) => j,
+        Err(r) => return r,
+    };
+    // Kept to give its resources back if the commit fails.
+    let (uid, start) = (job.uid, job.start.clone());
+    match shared.writer.submit(job).await {
+        Ok(Ok((id, job))) => {
+            tracing::debug!("job {id}: submitted by {} (uid {})", peer.user, peer.uid);
+            shared.with_core(|c| c.state.add_submitted(&c.settings, id, *job));
+            Response::Submitted(flex_proto::SubmitReply { job: id })
+        }
+        failed => {
+            let e = match failed {
+                Ok(Err(e)) => e,
+                _ => "the database writer has stopped".into(),
+            };
+            shared.with_core(|c| c.state.abandon_submission(uid, start.as_ref()));
+            Response::error(ErrorKind::Internal, format!("cannot store the job: {e}"))
+        }
+    }
+}
+
+/// Check a submission and fill in the configured defaults (time limit and cores per leaf of
+/// 0 mean "not given").
+pub(crate) fn validate(
+    s: &Settings,
+    st: &State,
+    peer: &Peer,
+    mut spec: JobSpec,
+) -> Result<JobSpec, Response> {
+    if st.daemon_uid != 0 && peer.uid != st.daemon_uid {
+        return Err(err(
+            ErrorKind::PermissionDenied,
+            format!(
+                "permission denied: flexd runs as uid {} (not root) and runs jobs only for that \
+                 user, not for {} (uid {})",
+                st.daemon_uid, peer.user, peer.uid
+            ),
+        ));
+    }
+    let invalid = |m: String| Err(err(ErrorKind::InvalidRequest, m));
+    if spec.script.trim().is_empty() {
+        return invalid("the batch script is empty".into());
+    }
+    let max = s.limits.max_script_bytes;
+    if spec.script.len() as u64 > max {
+        return Err(err(
+            ErrorKind::LimitExceeded,
+            format!(
+                "the batch script is {} bytes, more than max_script_bytes = {max}",
+                spec.script.len()
+            ),
+        ));
+    }
+    for (what, p) in [
+        ("working directory", &spec.workdir),
+        ("submit directory", &spec.submit_dir),
+    ] {
+        if !p.is_absolute() {
+            return invalid(format!(
+                "the {what} {} is not an absolute path",
+                p.display()
+            ));
+        }
+    }
+    let env = spec.env.check(|k, v| {
+        if k.is_empty() || k.contains('=') || k.contains('\0') {
+            return Err(format!("environment variable name {k:?} is not valid"));
+        }
+        if v.contains('\0') {
+            return Err(format!("environment variable {k} contains a NUL byte"));
+        }
+        Ok(())
+    });
+    if let Err(e) = env {
+        return invalid(e);
+    }
+    if let Some(a) = spec.args.iter().find(|a| a.contains('\0')) {
+        return invalid(format!("script argument {a:?} contains a NUL byte"));
+    }
+    for (what, p) in [("output", &spec.stdout), ("error", &spec.stderr)] {
+        if let Some(p) = p {
+            if p.is_empty() || p.contains('\0') {
+                return invalid(format!("the {what} path {p:?} is not valid"));
+            }
+        }
+    }
+    if spec.name.is_empty() {
+        spec.name = "job".into();
+    }
+    let r = &mut spec.request;
+    if r.time_limit_s == 0 {
+        r.time_limit_s = s.default_time_limit.as_secs().max(1);
+    }
+    if r.cores_per_leaf == 0 {
+        r.cores_per_leaf = s.default_cpus_per_leaf;
+    }
+    let max_t = s.max_time_limit.as_secs();
+    if r.time_limit_s > max_t {
+        return Err(err(
+            ErrorKind::LimitExceeded,
+            format!(
+                "time limit {} is more than max_time_limit = {}",
+                humantime::format_duration(std::time::Duration::from_secs(r.time_limit_s)),
+                humantime::format_duration(s.max_time_limit)
+            ),
+        ));
+    }
+    if let Err(why) = st.cluster.admit(&pending(JobId(u64::MAX), &spec)) {
+        return Err(err(
+            ErrorKind::Unsatisfiable,
+            format!("unsatisfiable: {why}"),
+        ));
+    }
+    Ok(spec)
+}
+
+pub(crate) fn pending(id: JobId, spec: &JobSpec) -> PendingJob {
+    PendingJob {
+        id,
+        request: spec.request.clone(),
+        priority: 0,
+        kind: JobKind::Batch,
+    }
+}
+
+/// Validate a submission and count it against its user's limit; the dispatcher commits the
+/// returned job and then calls `State::add_submitted` (or `State::abandon_submission` when
+/// the commit fails). With an empty queue the job may be placed here already (see
+/// `State::start_now`).
+pub(crate) fn prepare_submit(
+    s: &Settings,
+    st: &mut State,
+    peer: &Peer,
+    spec: JobSpec,
+    now: u64,
+) -> Result<NewJob, Response> {
+    let spec = validate(s, st, peer, spec)?;
+    let max = s.limits.max_queued_per_user;
+    let have = st.queued_by(peer.uid);
+    if have >= max {
+        return Err(err(
+            ErrorKind::LimitExceeded,
+            format!(
+                "{} already has {have} jobs pending or running (max_queued_per_user = {max})",
+                peer.user
+            ),
+        ));
+    }
+    st.begin_submission(peer.uid);
+    let start = st.start_now(s, &spec.request, now);
+    Ok(NewJob {
+        account: spec.account.clone().unwrap_or_default(),
+        spec,
+        uid: peer.uid,
+        gid: peer.gid,
+        user: peer.user.clone(),
+        priority: 0,
+        submit_time: now,
+        start,
+    })
+}

@@ -1,0 +1,56 @@
+//! TestOnly (`flexsub --test-only`): where and when a job would start if it were submitted
+//! now, from one pass of the core over the queue with the job added last; queues nothing.
+
+use super::submit::{pending, validate};
+use super::{err, Peer};
+use crate::config::Settings;
+use crate::state::State;
+use crate::store::StoredAlloc;
+use flex_proto::{ErrorKind, JobSpec, Response, WouldStart};
+use flex_sched::{self as sched, Reason};
+use gres_plugin::JobId;
+
+/// Where and when the job would start if it were submitted now; queues nothing.
+pub(crate) fn test_only(
+    s: &Settings,
+    st: &mut State,
+    peer: &Peer,
+    spec: JobSpec,
+    now: u64,
+) -> Response {
+    let spec = match validate(s, st, peer, spec) {
+        Ok(spec) => spec,
+        Err(r) => return r,
+    };
+    let id = JobId(u64::MAX);
+    let queue = st.queue_with(Some(pending(id, &spec)));
+    let running = st.running_for_core(now);
+    let mut d = sched::schedule(&st.cluster, &queue, &running, now, &s.policy);
+    // The job is last in the queue: estimate as far as it, within reason.
+    let depth = d.pending.len().min(10 * crate::state::ESTIMATE_DEPTH);
+    sched::estimate_starts(&st.cluster, &queue, &running, now, &mut d, depth);
+    if let Some(start) = d.starts.iter().find(|x| x.job == id) {
+        let host = st.cluster.host(start.placement.host);
+        return Response::WouldStart(WouldStart {
+            alloc: Some(StoredAlloc::new(&start.placement, host).view()),
+            estimated_start: Some(now),
+            reason: None,
+        });
+    }
+    match d.pending.into_iter().find(|p| p.job == id) {
+        Some(p) => match p.reason {
+            Reason::Unsatisfiable(why) => {
+                err(ErrorKind::Unsatisfiable, format!("unsatisfiable: {why}"))
+            }
+            reason => Response::WouldStart(WouldStart {
+                alloc: None,
+                estimated_start: p.estimated_start,
+                reason: Some(reason.to_string()),
+            }),
+        },
+        None => err(
+            ErrorKind::Internal,
+            "the scheduler did not consider the job",
+        ),
+    }
+}
