@@ -89,6 +89,21 @@ impl Daemon {
     /// Like [`Daemon::start_with`], with extra environment variables for flexd; they win over
     /// the harness's own (`("FLEX_LOG", "trace")` logs everything).
     pub fn start_env(topology: &str, config: &str, env: &[(&str, &str)]) -> Daemon {
+        Self::start_seeded(topology, config, env, None)
+    }
+
+    /// Like [`Daemon::start`], on a copy of an existing database (an old version's, for the
+    /// compatibility tests): flexd finds it in its state directory as if it had written it.
+    pub fn start_on_db(topology: &str, db: &Path) -> Daemon {
+        Self::start_seeded(topology, "", &[], Some(db))
+    }
+
+    fn start_seeded(
+        topology: &str,
+        config: &str,
+        env: &[(&str, &str)],
+        db: Option<&Path>,
+    ) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("flexd-e2e-")
             .tempdir()
@@ -109,6 +124,10 @@ impl Daemon {
                 .collect(),
             user: None,
         };
+        if let Some(db) = db {
+            std::fs::create_dir_all(d.state_dir()).expect("create the state directory");
+            std::fs::copy(db, d.db_path()).unwrap_or_else(|e| panic!("copy {}: {e}", db.display()));
+        }
         d.spawn();
         d
     }
@@ -219,6 +238,11 @@ impl Daemon {
     /// The daemon's state directory (database, run and status files).
     pub fn state_dir(&self) -> PathBuf {
         self.dir.path().join("state")
+    }
+
+    /// The daemon's database.
+    pub fn db_path(&self) -> PathBuf {
+        self.state_dir().join("flex.db")
     }
 
     /// The config file the daemon was started with (also exported as FLEX_CONFIG by `cmd`).
