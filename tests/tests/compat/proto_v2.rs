@@ -8,8 +8,8 @@
 //! add a sample and run the writer, which writes only the missing files. A new protocol
 //! version gets a directory of its own and its own copy of this file.
 
-use flexsub::proto::{
-    self, AcctHost, AcctLeaf, AcctQuery, AcctRecord, AcctReply, AllocView, CancelOutcome,
+use flex_proto::{
+    self as proto, AcctHost, AcctLeaf, AcctQuery, AcctRecord, AcctReply, AllocView, CancelOutcome,
     ErrorKind, ErrorReply, Hello, HostLeaves, JobSpec, JobState, JobView, LeafMapEntry, LeafView,
     QueueFilter, QueueRow, QueueRows, Request, Response, WouldStart,
 };
@@ -42,18 +42,18 @@ fn file_name(m: &Msg) -> &'static str {
             Request::TestOnly(_) => "request-test-only.bin",
             Request::Queue(_) => "request-queue.bin",
             Request::QueueRows(_) => "request-queue-rows.bin",
-            Request::Cancel { .. } => "request-cancel.bin",
+            Request::Cancel(flex_proto::CancelRequest { .. }) => "request-cancel.bin",
             Request::LeafMap => "request-leaf-map.bin",
             Request::Ping => "request-ping.bin",
-            Request::JobEnded { .. } => "request-job-ended.bin",
+            Request::JobEnded(flex_proto::JobEndedRequest { .. }) => "request-job-ended.bin",
             Request::Accounting(_) => "request-accounting.bin",
         },
         Msg::Response(r) => match r {
-            Response::Hello { .. } => "response-hello.bin",
-            Response::Submitted { .. } => "response-submitted.bin",
+            Response::Hello(flex_proto::HelloReply { .. }) => "response-hello.bin",
+            Response::Submitted(flex_proto::SubmitReply { .. }) => "response-submitted.bin",
             Response::WouldStart(_) => "response-would-start.bin",
-            Response::Queue { .. } => "response-queue.bin",
-            Response::QueueRows { .. } => "response-queue-rows.bin",
+            Response::Queue(flex_proto::QueuePage { .. }) => "response-queue.bin",
+            Response::QueueRows(flex_proto::RowsPage { .. }) => "response-queue-rows.bin",
             Response::Cancelled(_) => "response-cancelled.bin",
             Response::LeafMap(_) => "response-leaf-map.bin",
             Response::Pong => "response-pong.bin",
@@ -247,13 +247,15 @@ pub fn samples() -> Vec<Msg> {
             after: None,
             ..filter
         })),
-        Msg::Request(Request::Cancel {
+        Msg::Request(Request::Cancel(flex_proto::CancelRequest {
             jobs: vec![JobId(41), JobId(42)],
             signal: Some(10),
-        }),
+        })),
         Msg::Request(Request::LeafMap),
         Msg::Request(Request::Ping),
-        Msg::Request(Request::JobEnded { job: JobId(41) }),
+        Msg::Request(Request::JobEnded(flex_proto::JobEndedRequest {
+            job: JobId(41),
+        })),
         Msg::Request(Request::Accounting(AcctQuery {
             start: 1_795_420_800,
             end: 1_795_507_200,
@@ -263,24 +265,26 @@ pub fn samples() -> Vec<Msg> {
             jobs: vec![JobId(41)],
             after: Some(JobId(7)),
         })),
-        Msg::Response(Response::Hello {
+        Msg::Response(Response::Hello(flex_proto::HelloReply {
             version: VERSION,
             server: "flexd 0.1.0".into(),
-        }),
-        Msg::Response(Response::Submitted { job: JobId(42) }),
+        })),
+        Msg::Response(Response::Submitted(flex_proto::SubmitReply {
+            job: JobId(42),
+        })),
         Msg::Response(Response::WouldStart(WouldStart {
             alloc: Some(alloc()),
             estimated_start: Some(1_795_516_200),
             reason: Some("Resources".into()),
         })),
-        Msg::Response(Response::Queue {
+        Msg::Response(Response::Queue(flex_proto::QueuePage {
             jobs: vec![ended, running],
             next: Some(JobId(41)),
-        }),
-        Msg::Response(Response::QueueRows {
+        })),
+        Msg::Response(Response::QueueRows(flex_proto::RowsPage {
             rows: QueueRows::new(sample_rows().into_iter()),
             next: None,
-        }),
+        })),
         Msg::Response(Response::Cancelled(vec![
             CancelOutcome {
                 job: JobId(41),
@@ -380,7 +384,7 @@ pub fn check_frames() -> Vec<String> {
             "{name} decodes to other values than it was written with"
         );
         // flexq reads rows straight from the frame body, not through Response.
-        if let Msg::Response(Response::QueueRows { .. }) = &m {
+        if let Msg::Response(Response::QueueRows(flex_proto::RowsPage { .. })) = &m {
             let mut rows = Vec::new();
             let next = proto::read_queue_rows(&bytes[4..], |r| rows.push(r.clone()))
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
