@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The defaults, and the documentation of every key.
-pub use flex_proto::config::DEFAULT_CONFIG;
+pub(crate) use flex_proto::config::DEFAULT_CONFIG;
 
 /// Per-user and per-request limits.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,8 +75,9 @@ pub enum ConfigError {
 const BUILT_IN: &str = "(built-in defaults)";
 
 impl Settings {
+    #[cfg(test)]
     /// The compiled-in defaults.
-    pub fn defaults() -> Settings {
+    pub(crate) fn defaults() -> Settings {
         Self::from_text(None, &Overrides::default())
             .expect("the compiled-in etc/flexd.toml is valid")
             .0
@@ -105,7 +106,7 @@ impl Settings {
     }
 
     /// Like [`Settings::load`] with the file's text given (origin, text).
-    pub fn from_text(
+    pub(crate) fn from_text(
         file: Option<(&str, &str)>,
         overrides: &Overrides,
     ) -> Result<(Settings, Vec<String>), ConfigError> {
@@ -186,7 +187,7 @@ impl Settings {
     }
 
     /// What differs between two settings, one line per key, for the log after a reload.
-    pub fn changes(&self, new: &Settings) -> Vec<String> {
+    pub(crate) fn changes(&self, new: &Settings) -> Vec<String> {
         let mut out = Vec::new();
         let mut diff = |key: &str, a: String, b: String| {
             if a != b {

@@ -10,13 +10,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Upper bounds (seconds) of the scheduling-pass histogram's buckets: 50 µs to 2.5 s.
-pub const PASS_BUCKETS: [f64; 14] = [
+pub(crate) const PASS_BUCKETS: [f64; 14] = [
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5,
 ];
 
 /// What flexd counts since it started.
 #[derive(Debug, Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     started: AtomicU64,
     /// By `JobState::ALL` index.
     ended: [AtomicU64; 7],
@@ -35,7 +35,7 @@ fn state_index(s: JobState) -> usize {
 
 impl Metrics {
     /// Count what a state change means: a start, or an end in its final state.
-    pub fn effect(&self, e: &Effect) {
+    pub(crate) fn effect(&self, e: &Effect) {
         match e {
             Effect::Start(..) | Effect::Launch(_) => {
                 self.started.fetch_add(1, Ordering::Relaxed);
@@ -48,7 +48,7 @@ impl Metrics {
     }
 
     /// Record one scheduling pass.
-    pub fn sched_pass(&self, took: Duration) {
+    pub(crate) fn sched_pass(&self, took: Duration) {
         let secs = took.as_secs_f64();
         if let Some(i) = PASS_BUCKETS.iter().position(|b| secs <= *b) {
             self.pass_buckets[i].fetch_add(1, Ordering::Relaxed);
@@ -59,7 +59,7 @@ impl Metrics {
     }
 
     /// The exposition text: the snapshot's gauges, then the counters and the histogram.
-    pub fn render(&self, snap: &Snapshot) -> String {
+    pub(crate) fn render(&self, snap: &Snapshot) -> String {
         let mut out = String::new();
         let o = &mut out;
         header(
@@ -167,7 +167,7 @@ fn escape(s: &str) -> String {
 
 /// One GPU's leaves.
 #[derive(Clone, Debug, PartialEq)]
-pub struct GpuLeaves {
+pub(crate) struct GpuLeaves {
     pub host: String,
     pub gpu: u32,
     pub busy: f64,
@@ -176,13 +176,13 @@ pub struct GpuLeaves {
 
 /// The gauges, read from the state under its lock.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     pub jobs: Vec<(JobState, u64)>,
     pub gpus: Vec<GpuLeaves>,
 }
 
 impl Snapshot {
-    pub fn of(st: &State) -> Snapshot {
+    pub(crate) fn of(st: &State) -> Snapshot {
         let mut jobs = [0u64; 7];
         for j in st.jobs() {
             jobs[state_index(j.row.state)] += 1;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// flexd's files.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Paths {
+pub(crate) struct Paths {
     pub socket: PathBuf,
     pub state_dir: PathBuf,
     /// The SQLite database.
@@ -21,7 +21,7 @@ pub struct Paths {
 }
 
 impl Paths {
-    pub fn resolve(s: &Settings, cwd: &Path) -> Paths {
+    pub(crate) fn resolve(s: &Settings, cwd: &Path) -> Paths {
         let abs = |p: &Path| {
             if p.is_absolute() {
                 p.to_path_buf()
@@ -48,12 +48,12 @@ impl Paths {
 }
 
 /// Where a job's supervisor says it runs (its pid and the job's process group).
-pub fn run_file(run_dir: &Path, job: JobId) -> PathBuf {
+pub(crate) fn run_file(run_dir: &Path, job: JobId) -> PathBuf {
     run_dir.join(format!("{job}.run"))
 }
 
 /// Where a job's supervisor records how the job ended.
-pub fn status_file(run_dir: &Path, job: JobId) -> PathBuf {
+pub(crate) fn status_file(run_dir: &Path, job: JobId) -> PathBuf {
     run_dir.join(format!("{job}.status"))
 }
 

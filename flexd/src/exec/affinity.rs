@@ -7,7 +7,7 @@ use gres_plugin::topology::format_cpu_list;
 
 /// How model cores become CPUs for `sched_setaffinity`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CpuMap {
+pub(crate) struct CpuMap {
     /// CPUs this process may run on, ascending.
     online: Vec<u32>,
     /// Every model core is an online CPU: bind to exactly those.
@@ -17,7 +17,7 @@ pub struct CpuMap {
 impl CpuMap {
     /// Compare the model's cores with the CPUs online here. The message (to log once) says
     /// when they differ.
-    pub fn new(model_cores: &[u32], online: Vec<u32>) -> (CpuMap, Option<String>) {
+    pub(crate) fn new(model_cores: &[u32], online: Vec<u32>) -> (CpuMap, Option<String>) {
         let identity = model_cores.iter().all(|c| online.binary_search(c).is_ok());
         let note = (!identity).then(|| {
             if online.is_empty() {
@@ -37,7 +37,7 @@ impl CpuMap {
     }
 
     /// The CPUs this process may run on.
-    pub fn detect(model_cores: &[u32]) -> (CpuMap, Option<String>) {
+    pub(crate) fn detect(model_cores: &[u32]) -> (CpuMap, Option<String>) {
         let online = match nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
             Ok(set) => (0..nix::sched::CpuSet::count())
                 .filter(|&c| set.is_set(c).unwrap_or(false))
@@ -49,7 +49,7 @@ impl CpuMap {
     }
 
     /// The CPUs to bind a job with these model cores to; empty means "do not bind".
-    pub fn map(&self, cores: &[u32]) -> Vec<u32> {
+    pub(crate) fn map(&self, cores: &[u32]) -> Vec<u32> {
         if self.identity {
             return cores.to_vec();
         }

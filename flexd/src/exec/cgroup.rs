@@ -19,7 +19,7 @@ const BASE: &str = "flex";
 
 /// Where the cgroup2 hierarchy is mounted, from `/proc/self/mountinfo` text: `/sys/fs/cgroup`
 /// when it is one, else the first cgroup2 mount.
-pub fn mount_point_in(mountinfo: &str) -> Option<PathBuf> {
+pub(crate) fn mount_point_in(mountinfo: &str) -> Option<PathBuf> {
     let mounts: Vec<PathBuf> = mountinfo
         .lines()
         .filter_map(|l| {
@@ -64,7 +64,7 @@ fn unescape(s: &str) -> String {
 
 /// The directory jobs' cgroups go in, created when missing; Err says why jobs are held by their
 /// process group only.
-pub fn probe() -> Result<PathBuf, String> {
+pub(crate) fn probe() -> Result<PathBuf, String> {
     if !nix::unistd::geteuid().is_root() {
         return Err("flexd does not run as root".into());
     }
@@ -85,7 +85,7 @@ pub fn probe() -> Result<PathBuf, String> {
 
 /// Remove the empty cgroups below `base` whose supervisor is gone (one killed before it could
 /// remove its own, on a host with no flexd to do it since). Returns how many went.
-pub fn sweep(base: &Path) -> usize {
+pub(crate) fn sweep(base: &Path) -> usize {
     let Ok(dir) = std::fs::read_dir(base) else {
         return 0;
     };
@@ -115,7 +115,7 @@ pub fn sweep(base: &Path) -> usize {
 
 /// Is `path` a job cgroup below some cgroup2 mount's `flex` directory? (A run file names it;
 /// flexd writes only to such paths.)
-pub fn is_job_cgroup(path: &Path) -> bool {
+pub(crate) fn is_job_cgroup(path: &Path) -> bool {
     let name_ok = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -136,32 +136,32 @@ pub fn is_job_cgroup(path: &Path) -> bool {
 
 /// One job's cgroup.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JobCgroup {
+pub(crate) struct JobCgroup {
     pub path: PathBuf,
 }
 
 impl JobCgroup {
     /// Create the cgroup of `job`, supervised by `supervisor`, below `base` (from [`probe`]).
-    pub fn create(base: &Path, job: u64, supervisor: u32) -> std::io::Result<JobCgroup> {
+    pub(crate) fn create(base: &Path, job: u64, supervisor: u32) -> std::io::Result<JobCgroup> {
         let path = base.join(format!("job-{job}.{supervisor}"));
         std::fs::create_dir(&path)?;
         Ok(JobCgroup { path })
     }
 
     /// An existing job cgroup named by a run file.
-    pub fn existing(path: &Path) -> Option<JobCgroup> {
+    pub(crate) fn existing(path: &Path) -> Option<JobCgroup> {
         (is_job_cgroup(path) && path.join("cgroup.procs").exists()).then(|| JobCgroup {
             path: path.to_path_buf(),
         })
     }
 
     /// The file a process writes "0" to in order to join.
-    pub fn procs_file(&self) -> PathBuf {
+    pub(crate) fn procs_file(&self) -> PathBuf {
         self.path.join("cgroup.procs")
     }
 
     /// The processes in the cgroup now.
-    pub fn pids(&self) -> Vec<i32> {
+    pub(crate) fn pids(&self) -> Vec<i32> {
         std::fs::read_to_string(self.procs_file())
             .unwrap_or_default()
             .lines()
@@ -170,7 +170,7 @@ impl JobCgroup {
     }
 
     /// Whether any process is left (from `cgroup.events`).
-    pub fn populated(&self) -> bool {
+    pub(crate) fn populated(&self) -> bool {
         match std::fs::read_to_string(self.path.join("cgroup.events")) {
             Ok(ev) => ev.lines().any(|l| l.trim() == "populated 1"),
             Err(_) => !self.pids().is_empty(),
@@ -178,14 +178,14 @@ impl JobCgroup {
     }
 
     /// Send `sig` to every process in the cgroup.
-    pub fn signal(&self, sig: Signal) {
+    pub(crate) fn signal(&self, sig: Signal) {
         for pid in self.pids() {
             let _ = kill(Pid::from_raw(pid), sig);
         }
     }
 
     /// SIGKILL everything in the cgroup, including processes forked meanwhile.
-    pub fn kill_all(&self) {
+    pub(crate) fn kill_all(&self) {
         if std::fs::write(self.path.join("cgroup.kill"), "1").is_ok() {
             return;
         }
@@ -212,7 +212,7 @@ impl JobCgroup {
 
     /// Kill everything, wait up to `wait` for the cgroup to empty, and remove it. Returns
     /// whether it is gone.
-    pub fn kill_and_remove(&self, wait: Duration) -> bool {
+    pub(crate) fn kill_and_remove(&self, wait: Duration) -> bool {
         let deadline = Instant::now() + wait;
         loop {
             self.kill_all();

@@ -47,7 +47,7 @@ pub struct StatusFile {
 
 /// Write `bytes` to `path` through a temporary file and a rename; with `durable`, fsync the
 /// file before the rename and the directory after it.
-pub fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> std::io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
@@ -89,7 +89,7 @@ pub fn read_status(run_dir: &Path, job: JobId) -> Result<Option<StatusFile>, Str
 }
 
 /// Remove a job's run and status files (after its end is committed).
-pub fn remove_job_files(run_dir: &Path, job: JobId) {
+pub(crate) fn remove_job_files(run_dir: &Path, job: JobId) {
     for p in [run_file(run_dir, job), status_file(run_dir, job)] {
         if let Err(e) = std::fs::remove_file(&p) {
             if e.kind() != std::io::ErrorKind::NotFound {
@@ -117,7 +117,7 @@ fn is_supervisor_cmdline(cmdline: &[u8], job: JobId, run_dir: &Path) -> bool {
 
 /// Is `pid` a live supervisor of `job` of the flexd with this run directory? (A reused pid
 /// runs something else.)
-pub fn is_supervisor(pid: u32, job: JobId, run_dir: &Path) -> bool {
+pub(crate) fn is_supervisor(pid: u32, job: JobId, run_dir: &Path) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|c| is_supervisor_cmdline(&c, job, run_dir))
         .unwrap_or(false)
@@ -125,7 +125,7 @@ pub fn is_supervisor(pid: u32, job: JobId, run_dir: &Path) -> bool {
 
 /// The live supervisor of `job`: the pid its run file names, else the one flexd recorded, else
 /// any process running as its supervisor (one that started while flexd went down).
-pub fn find_supervisor(run_dir: &Path, job: JobId, recorded: Option<u32>) -> Option<u32> {
+pub(crate) fn find_supervisor(run_dir: &Path, job: JobId, recorded: Option<u32>) -> Option<u32> {
     let from_run = read_run(run_dir, job)
         .ok()
         .flatten()
@@ -145,7 +145,7 @@ pub fn find_supervisor(run_dir: &Path, job: JobId, recorded: Option<u32>) -> Opt
 
 /// SIGKILL every process left in a job's process group after its supervisor vanished, but
 /// only processes of the job's user (a reused group id belongs to someone else).
-pub fn kill_orphaned_group(pgid: i32, uid: u32) -> usize {
+pub(crate) fn kill_orphaned_group(pgid: i32, uid: u32) -> usize {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return 0;
     };

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// A job to start, decided by a scheduling pass and committed as RUNNING.
 #[derive(Clone, Debug)]
-pub struct Launch {
+pub(crate) struct Launch {
     pub job: JobId,
     pub host: String,
     pub units: Vec<EnvUnit>,
@@ -30,14 +30,14 @@ pub struct Launch {
 }
 
 /// What the launcher reports back.
-pub trait LaunchSink: Send + Sync {
+pub(crate) trait LaunchSink: Send + Sync {
     /// The supervisor of `job` runs as `pid`; the job's rendezvous port is `master_port`.
     fn launched(&self, job: JobId, pid: u32, master_port: u16);
     /// The job could not be started; `why` is shown to its user.
     fn failed(&self, job: JobId, why: String);
 }
 
-pub enum LaunchMsg {
+pub(crate) enum LaunchMsg {
     Launch(Box<Launch>),
     /// Finish the launches before this one, then answer and stop.
     Stop(mpsc::Sender<()>),
@@ -45,7 +45,7 @@ pub enum LaunchMsg {
 
 /// Where supervisors come from and report to.
 #[derive(Clone, Debug)]
-pub struct Launcher {
+pub(crate) struct Launcher {
     /// flexd's own binary (re-executed as `flexd supervise`).
     pub exe: PathBuf,
     pub db: PathBuf,
@@ -55,7 +55,7 @@ pub struct Launcher {
 
 impl Launcher {
     /// Start the launcher thread on `rx`.
-    pub fn spawn(
+    pub(crate) fn spawn(
         self,
         rx: mpsc::Receiver<LaunchMsg>,
         sink: Arc<dyn LaunchSink>,

@@ -11,10 +11,10 @@
 //! - [`affinity`]: model cores to real CPUs.
 //! - [`cgroup`]: a cgroup v2 per job where the host allows it, so nothing the job forks escapes.
 
-pub mod affinity;
-pub mod cgroup;
+pub(crate) mod affinity;
+pub(crate) mod cgroup;
 pub mod files;
-pub mod launch;
+pub(crate) mod launch;
 pub mod supervisor;
 
 use serde::{Deserialize, Serialize};
@@ -23,7 +23,7 @@ use std::path::PathBuf;
 /// Everything a supervisor needs, sent on its stdin (never on its command line or in a file:
 /// it holds the job's script and environment).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LaunchSpec {
+pub(crate) struct LaunchSpec {
     pub job: u64,
     pub uid: u32,
     pub gid: u32,
@@ -46,7 +46,7 @@ pub struct LaunchSpec {
 }
 
 /// Expand `%j` (job id), `%x` (job name), `%u` (user) and `%%` in an output path pattern.
-pub fn expand_pattern(pattern: &str, job: u64, name: &str, user: &str) -> String {
+pub(crate) fn expand_pattern(pattern: &str, job: u64, name: &str, user: &str) -> String {
     let mut out = String::with_capacity(pattern.len() + 8);
     let mut it = pattern.chars();
     while let Some(c) = it.next() {
@@ -71,7 +71,7 @@ pub fn expand_pattern(pattern: &str, job: u64, name: &str, user: &str) -> String
 
 /// The interpreter line of a script: the program and its optional single argument, as the
 /// kernel reads `#!`; `/bin/sh` when the script has none.
-pub fn interpreter(script: &str) -> (String, Option<String>) {
+pub(crate) fn interpreter(script: &str) -> (String, Option<String>) {
     let Some(line) = script.strip_prefix("#!") else {
         return ("/bin/sh".into(), None);
     };

@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
 /// Serve one connection until the client closes it.
-pub async fn serve(shared: Arc<Shared>, stream: UnixStream) {
+pub(crate) async fn serve(shared: Arc<Shared>, stream: UnixStream) {
     let peer = match stream.peer_cred() {
         Ok(c) => Peer {
             uid: c.uid(),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// End the running jobs whose supervisor is gone: from their status file when it wrote one,
 /// NODE_FAIL (and kill what is left of the job) otherwise.
-pub fn check_supervisors(shared: &Shared) {
+pub(crate) fn check_supervisors(shared: &Shared) {
     let sups = shared.with_core(|c| c.state.supervisors());
     for (job, pid) in sups {
         if files::is_supervisor(pid, job, &shared.run_dir) {
@@ -46,7 +46,7 @@ pub fn check_supervisors(shared: &Shared) {
 }
 
 /// Kill what is left of a job whose supervisor vanished.
-pub fn kill_leftovers(run_dir: &std::path::Path, job: JobId) {
+pub(crate) fn kill_leftovers(run_dir: &std::path::Path, job: JobId) {
     if let Ok(Some(run)) = files::read_run(run_dir, job) {
         if let Some(pgid) = run.job_pgid {
             let n = files::kill_orphaned_group(pgid, run.uid);

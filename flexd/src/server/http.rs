@@ -16,7 +16,11 @@ const MAX_HEAD: usize = 8192;
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Serve until `stop` turns true.
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+) {
     loop {
         tokio::select! {
             r = listener.accept() => match r {

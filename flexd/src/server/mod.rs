@@ -13,14 +13,14 @@ pub(crate) mod conn;
 pub(crate) mod dispatch;
 pub(crate) mod handlers;
 pub(crate) mod health;
-pub mod http;
+pub(crate) mod http;
 pub(crate) mod sched_loop;
 #[cfg(test)]
 mod tests;
 
-pub use conn::serve;
-pub use health::kill_leftovers;
-pub use sched_loop::schedule_loop;
+pub(crate) use conn::serve;
+pub(crate) use health::kill_leftovers;
+pub(crate) use sched_loop::schedule_loop;
 
 use crate::config::Settings;
 use crate::exec::files;
@@ -36,13 +36,13 @@ use std::sync::{mpsc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 /// The settings and the state, behind one lock.
-pub struct Core {
+pub(crate) struct Core {
     pub settings: Settings,
     pub state: State,
 }
 
 /// What every task shares.
-pub struct Shared {
+pub(crate) struct Shared {
     core: Mutex<Core>,
     pub writer: Writer,
     pub launch_tx: mpsc::Sender<LaunchMsg>,
@@ -60,14 +60,14 @@ pub struct Shared {
     pub metrics: crate::metrics::Metrics,
 }
 
-pub fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 
 impl Shared {
-    pub fn new(
+    pub(crate) fn new(
         core: Core,
         writer: Writer,
         launch_tx: mpsc::Sender<LaunchMsg>,
@@ -97,7 +97,7 @@ impl Shared {
     /// Run `f` on the core, then send its database changes to the writer while still holding
     /// the lock (so they reach the database in the order they happened) and wake the
     /// scheduler when something changed.
-    pub fn with_core<R>(&self, f: impl FnOnce(&mut Core) -> R) -> R {
+    pub(crate) fn with_core<R>(&self, f: impl FnOnce(&mut Core) -> R) -> R {
         let mut core = self.lock();
         let r = f(&mut core);
         let effects = core.state.take_outbox();
@@ -153,7 +153,7 @@ impl Shared {
     }
 
     /// Wait until every change sent so far is committed.
-    pub async fn barrier(&self) {
+    pub(crate) async fn barrier(&self) {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.writer.send(
             Op::Barrier,
@@ -165,7 +165,7 @@ impl Shared {
     }
 
     /// Replace the settings (after a reload).
-    pub fn set_settings(&self, s: Settings) {
+    pub(crate) fn set_settings(&self, s: Settings) {
         self.max_frame
             .store(s.limits.max_frame_bytes as usize, Ordering::Relaxed);
         self.with_core(|c| {
@@ -178,7 +178,7 @@ impl Shared {
         self.sched.notify_one();
     }
 
-    pub fn settings(&self) -> Settings {
+    pub(crate) fn settings(&self) -> Settings {
         self.lock().settings.clone()
     }
 

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 /// Run a scheduling pass whenever something changed (many changes → one pass) and once a
 /// second; once a second also look after supervisors and forget old finished jobs.
-pub async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+pub(crate) async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

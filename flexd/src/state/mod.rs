@@ -25,10 +25,10 @@ use std::sync::Arc;
 mod queue;
 mod recover;
 use queue::Queue;
-pub use recover::Found;
+pub(crate) use recover::Found;
 
 /// Side effects that are not database writes.
-pub trait Signaller: Send {
+pub(crate) trait Signaller: Send {
     /// Signal a job's supervisor (SIGTERM means cancel).
     fn supervisor(&self, pid: u32, signal: i32) -> Result<(), String>;
     /// Signal every process of a running job's process group.
@@ -37,7 +37,7 @@ pub trait Signaller: Send {
 
 /// A change for the database, and what follows its commit.
 #[derive(Debug)]
-pub enum Effect {
+pub(crate) enum Effect {
     Write(Op),
     /// Start the job's supervisor once its start is committed.
     Start(Op, Box<Launch>),
@@ -49,7 +49,7 @@ pub enum Effect {
 
 /// A job in memory: its row (everything but script and environment) and scheduling state.
 #[derive(Clone, Debug)]
-pub struct Job {
+pub(crate) struct Job {
     pub row: JobRow,
     /// The scheduler's form of `row.alloc` while it runs.
     pub alloc: Option<Box<Allocation>>,
@@ -59,7 +59,7 @@ pub struct Job {
 
 /// How a job ended, from its status file or flexd's own judgement.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub state: JobState,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
@@ -79,7 +79,7 @@ impl From<&StatusFile> for Outcome {
     }
 }
 
-pub struct State {
+pub(crate) struct State {
     pub cluster: Cluster,
     /// Boxed: a `Job` is ~460 bytes and B-tree nodes are about half full, so inline values
     /// would cost twice that per job in a long queue.
@@ -103,7 +103,7 @@ pub struct State {
 }
 
 impl State {
-    pub fn new(
+    pub(crate) fn new(
         cluster: Cluster,
         cpus: CpuMap,
         signaller: Box<dyn Signaller>,
@@ -125,56 +125,57 @@ impl State {
         }
     }
 
-    pub fn signaller(&self) -> &dyn Signaller {
+    pub(crate) fn signaller(&self) -> &dyn Signaller {
         &*self.signaller
     }
 
     /// Database changes and launches since the last call, in order.
-    pub fn take_outbox(&mut self) -> Vec<Effect> {
+    pub(crate) fn take_outbox(&mut self) -> Vec<Effect> {
         std::mem::take(&mut self.outbox)
     }
 
     /// Whether a scheduling pass is due (and clear the flag).
-    pub fn take_dirty(&mut self) -> bool {
+    pub(crate) fn take_dirty(&mut self) -> bool {
         std::mem::take(&mut self.dirty)
     }
 
-    pub fn job(&self, id: JobId) -> Option<&Job> {
+    pub(crate) fn job(&self, id: JobId) -> Option<&Job> {
         self.jobs.get(&id).map(|j| &**j)
     }
 
-    pub fn jobs(&self) -> impl Iterator<Item = &Job> {
+    pub(crate) fn jobs(&self) -> impl Iterator<Item = &Job> {
         self.jobs.values().map(|j| &**j)
     }
 
     /// Jobs with a larger id than `after` (all with None), by id.
-    pub fn jobs_after(&self, after: Option<JobId>) -> impl Iterator<Item = &Job> {
+    pub(crate) fn jobs_after(&self, after: Option<JobId>) -> impl Iterator<Item = &Job> {
         use std::ops::Bound::{Excluded, Unbounded};
         let from = after.map_or(Unbounded, Excluded);
         self.jobs.range((from, Unbounded)).map(|(_, j)| &**j)
     }
 
-    pub fn running_jobs(&self) -> impl Iterator<Item = &Job> {
+    pub(crate) fn running_jobs(&self) -> impl Iterator<Item = &Job> {
         self.running.iter().map(|id| &*self.jobs[id])
     }
 
-    pub fn pending_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn pending_count(&self) -> usize {
         self.pending.len()
     }
 
     /// Jobs the user has pending or running, or on their way in.
-    pub fn queued_by(&self, uid: u32) -> u32 {
+    pub(crate) fn queued_by(&self, uid: u32) -> u32 {
         self.queued.get(&uid).copied().unwrap_or(0)
     }
 
     /// Count a submission against its user's limit before it is committed.
-    pub fn begin_submission(&mut self, uid: u32) {
+    pub(crate) fn begin_submission(&mut self, uid: u32) {
         *self.queued.entry(uid).or_insert(0) += 1;
         self.in_flight += 1;
     }
 
     /// A submission that could not be committed: give back its count and its resources.
-    pub fn abandon_submission(&mut self, uid: u32, start: Option<&StoredAlloc>) {
+    pub(crate) fn abandon_submission(&mut self, uid: u32, start: Option<&StoredAlloc>) {
         self.in_flight = self.in_flight.saturating_sub(1);
         self.unreserve(uid);
         if let Some(a) = start {
@@ -192,7 +193,7 @@ impl State {
     /// With an empty queue a submission need not wait for a pass: ask the core about the
     /// queue of just this job, and when it starts now, take its resources at once so its start
     /// is committed with the submission (one commit between submit and run).
-    pub fn start_now(
+    pub(crate) fn start_now(
         &mut self,
         s: &Settings,
         request: &gres_plugin::Request,
@@ -218,7 +219,7 @@ impl State {
     }
 
     /// A committed submission joins the queue, or runs when it was started with its commit.
-    pub fn add_submitted(&mut self, s: &Settings, id: JobId, j: NewJob) {
+    pub(crate) fn add_submitted(&mut self, s: &Settings, id: JobId, j: NewJob) {
         self.in_flight = self.in_flight.saturating_sub(1);
         let row = JobRow {
             id,
@@ -266,8 +267,9 @@ impl State {
         }
     }
 
+    #[cfg(test)]
     /// One scheduling pass under the caller's lock (tests, and callers without one).
-    pub fn schedule(&mut self, s: &Settings, now: u64) -> usize {
+    pub(crate) fn schedule(&mut self, s: &Settings, now: u64) -> usize {
         match self.plan(now) {
             Some(p) => {
                 let d = p.decide(&s.policy);
@@ -278,7 +280,7 @@ impl State {
     }
 
     /// The input of a pass, so the core can run without the lock; None with an empty queue.
-    pub fn plan(&mut self, now: u64) -> Option<Plan> {
+    pub(crate) fn plan(&mut self, now: u64) -> Option<Plan> {
         if self.pending.is_empty() {
             return None;
         }
@@ -293,7 +295,7 @@ impl State {
     /// Carry out what the core decided on a plan: start what it starts (unless the job left
     /// the queue or its resources were taken since the plan: then another pass follows), keep
     /// each pending job's reason and estimated start, fail what no host can run.
-    pub fn apply(&mut self, s: &Settings, d: Decisions<Allocation>, now: u64) -> usize {
+    pub(crate) fn apply(&mut self, s: &Settings, d: Decisions<Allocation>, now: u64) -> usize {
         let mut started = 0;
         for st in d.starts {
             if !self.pending.contains(st.job) || self.cluster.try_occupy(&st.placement).is_err() {
@@ -406,7 +408,7 @@ impl State {
 
     /// A running job ended: free its resources and record the end. Ignored for a job that is
     /// not running (its end was already recorded).
-    pub fn finish(&mut self, id: JobId, o: Outcome) -> bool {
+    pub(crate) fn finish(&mut self, id: JobId, o: Outcome) -> bool {
         if !self.running.remove(&id) {
             return false;
         }
@@ -442,7 +444,7 @@ impl State {
     }
 
     /// The launcher started the job's supervisor.
-    pub fn launched(&mut self, id: JobId, pid: u32, port: u16) {
+    pub(crate) fn launched(&mut self, id: JobId, pid: u32, port: u16) {
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
@@ -464,7 +466,7 @@ impl State {
 
     /// Cancel a job: a pending one ends now, a running one's supervisor is told (its end
     /// comes from its status file). Errors are for the user.
-    pub fn cancel(&mut self, id: JobId, by: u32, now: u64) -> Result<(), String> {
+    pub(crate) fn cancel(&mut self, id: JobId, by: u32, now: u64) -> Result<(), String> {
         let j = self
             .jobs
             .get_mut(&id)
@@ -493,13 +495,13 @@ impl State {
     }
 
     /// Forget finished jobs that ended before `since` (the database keeps them).
-    pub fn prune_finished(&mut self, since: u64) {
+    pub(crate) fn prune_finished(&mut self, since: u64) {
         self.jobs
             .retain(|_, j| !j.row.state.is_finished() || j.row.end_time.is_none_or(|t| t >= since));
     }
 
     /// The queue as the core sees it, with `extra` appended (for --test-only).
-    pub fn queue_with(&mut self, extra: Option<PendingJob>) -> Vec<PendingJob> {
+    pub(crate) fn queue_with(&mut self, extra: Option<PendingJob>) -> Vec<PendingJob> {
         let snapshot = self.pending.snapshot();
         let mut q = Vec::with_capacity(snapshot.len() + 1);
         q.extend(snapshot.iter().cloned());
@@ -517,7 +519,7 @@ impl State {
     }
 
     /// A job in full (flexq --json); a pending job with what the last pass said about it.
-    pub fn view(&self, j: &Job) -> JobView {
+    pub(crate) fn view(&self, j: &Job) -> JobView {
         let r = &j.row;
         let waiting = self.waiting(r);
         JobView {
@@ -544,7 +546,7 @@ impl State {
 
     /// Jobs as flexq's table shows them; `jobs` in increasing id order, so that what the last
     /// pass said about them is found by walking alongside.
-    pub fn queue_rows<'a>(
+    pub(crate) fn queue_rows<'a>(
         &'a self,
         jobs: impl Iterator<Item = &'a Job>,
         now: u64,
@@ -594,7 +596,7 @@ impl State {
         }
     }
 
-    pub fn running_for_core(&self, now: u64) -> Vec<RunningJob<Allocation>> {
+    pub(crate) fn running_for_core(&self, now: u64) -> Vec<RunningJob<Allocation>> {
         self.running
             .iter()
             .filter_map(|id| {
@@ -609,7 +611,7 @@ impl State {
     }
 
     /// Supervisors to check for life: (job, pid) of running jobs whose supervisor is known.
-    pub fn supervisors(&self) -> Vec<(JobId, u32)> {
+    pub(crate) fn supervisors(&self) -> Vec<(JobId, u32)> {
         self.running
             .iter()
             .filter_map(|id| Some((*id, self.jobs[id].row.supervisor_pid?)))
@@ -617,7 +619,7 @@ impl State {
     }
 
     /// A supervisor found under another pid than recorded (it started while flexd was down).
-    pub fn set_supervisor(&mut self, id: JobId, pid: u32) {
+    pub(crate) fn set_supervisor(&mut self, id: JobId, pid: u32) {
         if let Some(j) = self.jobs.get_mut(&id) {
             j.row.supervisor_pid = Some(pid);
         }
@@ -625,7 +627,7 @@ impl State {
 }
 
 /// A pass's input, taken from the state under its lock.
-pub struct Plan {
+pub(crate) struct Plan {
     pub cluster: Cluster,
     pub queue: Arc<Vec<PendingJob>>,
     pub running: Vec<RunningJob<Allocation>>,
@@ -635,11 +637,11 @@ pub struct Plan {
 /// Pending jobs, in queue order, that get an estimated start after each pass (the head always
 /// has its reservation). Playing the queue forward costs a few placements per job, so it stops
 /// here; flexq shows no estimate further back.
-pub const ESTIMATE_DEPTH: usize = 100;
+pub(crate) const ESTIMATE_DEPTH: usize = 100;
 
 impl Plan {
     /// Run the scheduler core on it, with estimated starts for the first pending jobs.
-    pub fn decide(&self, policy: &sched::Policy) -> Decisions<Allocation> {
+    pub(crate) fn decide(&self, policy: &sched::Policy) -> Decisions<Allocation> {
         let mut d = sched::schedule(&self.cluster, &self.queue, &self.running, self.now, policy);
         sched::estimate_starts(
             &self.cluster,
@@ -653,7 +655,7 @@ impl Plan {
     }
 }
 
-pub fn node_fail(now: u64, note: String) -> Outcome {
+pub(crate) fn node_fail(now: u64, note: String) -> Outcome {
     Outcome {
         state: JobState::NodeFail,
         exit_code: None,

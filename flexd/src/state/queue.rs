@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 #[derive(Debug, Default)]
-pub struct Queue {
+pub(crate) struct Queue {
     /// Every pending job: who is in the queue.
     ids: BTreeSet<JobId>,
     /// The core's input as of the last pass (in arrival order; the core orders it).
@@ -20,25 +20,26 @@ pub struct Queue {
 }
 
 impl Queue {
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.ids.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.ids.is_empty()
     }
 
-    pub fn contains(&self, id: JobId) -> bool {
+    pub(crate) fn contains(&self, id: JobId) -> bool {
         self.ids.contains(&id)
     }
 
-    pub fn push(&mut self, job: PendingJob) {
+    pub(crate) fn push(&mut self, job: PendingJob) {
         if self.ids.insert(job.id) {
             self.incoming.push(job);
         }
     }
 
-    pub fn remove(&mut self, id: JobId) {
+    pub(crate) fn remove(&mut self, id: JobId) {
         if !self.ids.remove(&id) {
             return;
         }
@@ -55,7 +56,7 @@ impl Queue {
     /// The queue for a pass, in the core's order (priority, then id), so that its own sort
     /// finds it sorted. Costs a copy only when a previous snapshot is still held, and a sweep
     /// only when jobs left since the last one.
-    pub fn snapshot(&mut self) -> Arc<Vec<PendingJob>> {
+    pub(crate) fn snapshot(&mut self) -> Arc<Vec<PendingJob>> {
         if !self.incoming.is_empty() || !self.gone.is_empty() {
             let v = Arc::make_mut(&mut self.snapshot);
             if !self.gone.is_empty() {

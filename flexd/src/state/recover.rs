@@ -8,7 +8,7 @@ use flex_proto::JobState;
 
 /// What recovery finds about a job that was running when flexd stopped.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Found {
+pub(crate) enum Found {
     /// Its supervisor wrote how it ended.
     Ended(StatusFile),
     /// Its supervisor still runs.
@@ -22,7 +22,7 @@ impl State {
     /// supervisor still runs (their allocation re-occupied, never twice), ended from their
     /// status file when it wrote one, and NODE_FAIL otherwise. `find` looks for both;
     /// `gone` is told about each NODE_FAIL (to kill what is left of the job).
-    pub fn recover(
+    pub(crate) fn recover(
         &mut self,
         rows: Vec<JobRow>,
         now: u64,

@@ -8,7 +8,7 @@
 
 pub mod acct;
 pub mod schema;
-pub mod writer;
+pub(crate) mod writer;
 
 use flex_proto::{AllocView, JobSpec, JobState, LeafView};
 use flex_sched::Allocation;
@@ -163,7 +163,7 @@ pub struct StoredAlloc {
 }
 
 impl StoredAlloc {
-    pub fn new(a: &Allocation, host: &HostModel) -> Self {
+    pub(crate) fn new(a: &Allocation, host: &HostModel) -> Self {
         StoredAlloc {
             host: host.hostname.clone(),
             units: a
@@ -187,13 +187,13 @@ impl StoredAlloc {
         }
     }
 
-    pub fn host_id(&self) -> HostId {
+    pub(crate) fn host_id(&self) -> HostId {
         self.placement.host
     }
 
     /// The scheduler's allocation, after checking that every unit is still the same leaf on
     /// `host` (a changed topology must not hand out a leaf twice).
-    pub fn to_alloc(&self, host: &HostModel) -> Result<Allocation, String> {
+    pub(crate) fn to_alloc(&self, host: &HostModel) -> Result<Allocation, String> {
         if self.placement.units.len() != self.units.len() {
             return Err("the stored allocation is inconsistent".into());
         }
@@ -212,7 +212,7 @@ impl StoredAlloc {
         Ok(self.placement.clone())
     }
 
-    pub fn view(&self) -> AllocView {
+    pub(crate) fn view(&self) -> AllocView {
         AllocView {
             host: self.host.clone(),
             leaves: self
@@ -232,7 +232,7 @@ impl StoredAlloc {
 
 /// A job as flexd keeps it in memory (everything but its script and environment).
 #[derive(Clone, Debug, PartialEq)]
-pub struct JobRow {
+pub(crate) struct JobRow {
     pub id: JobId,
     pub name: String,
     pub uid: u32,
@@ -299,7 +299,7 @@ const ENVS_KNOWN: usize = 1024;
 
 impl Envs {
     /// After a transaction that did not commit: its new rows are gone.
-    pub fn forget(&mut self) {
+    pub(crate) fn forget(&mut self) {
         self.known.clear();
     }
 
@@ -425,7 +425,7 @@ pub fn start_job(
 }
 
 /// Record a state change.
-pub fn event(
+pub(crate) fn event(
     tx: &Transaction,
     job: JobId,
     time: u64,
@@ -485,7 +485,7 @@ fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
 }
 
 /// Every pending or running job, and the jobs that ended at or after `finished_since`, by id.
-pub fn load_jobs(conn: &Connection, finished_since: u64) -> Result<Vec<JobRow>, StoreError> {
+pub(crate) fn load_jobs(conn: &Connection, finished_since: u64) -> Result<Vec<JobRow>, StoreError> {
     let mut st = conn.prepare(&format!(
         "SELECT {ROW_COLUMNS} FROM jobs WHERE state IN ('PENDING', 'RUNNING')
          UNION ALL
@@ -501,8 +501,9 @@ pub fn load_jobs(conn: &Connection, finished_since: u64) -> Result<Vec<JobRow>, 
     Ok(out)
 }
 
+#[cfg(test)]
 /// One job by id, whatever its state.
-pub fn load_job(conn: &Connection, job: JobId) -> Result<Option<JobRow>, StoreError> {
+pub(crate) fn load_job(conn: &Connection, job: JobId) -> Result<Option<JobRow>, StoreError> {
     let mut st = conn.prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM jobs WHERE id = ?1"))?;
     let mut rows = st.query([job.0 as i64])?;
     rows.next()?.map(job_row).transpose()

@@ -24,12 +24,12 @@ pub enum MigrateError {
 
 /// Bring the database to [`VERSION`], one committed step per version; returns the version it
 /// was at.
-pub fn migrate(conn: &mut Connection) -> Result<u32, MigrateError> {
+pub(crate) fn migrate(conn: &mut Connection) -> Result<u32, MigrateError> {
     migrate_to(conn, VERSION)
 }
 
 /// Bring the database to `target` (tests build old databases with this).
-pub fn migrate_to(conn: &mut Connection, target: u32) -> Result<u32, MigrateError> {
+pub(crate) fn migrate_to(conn: &mut Connection, target: u32) -> Result<u32, MigrateError> {
     let step = |version: u32| move |source| MigrateError::Step { version, source };
     let found: u32 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))

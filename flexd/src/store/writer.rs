@@ -17,7 +17,7 @@ const MAX_BATCH: usize = 8192;
 
 /// How a job ended, as written.
 #[derive(Clone, Debug, PartialEq)]
-pub struct End {
+pub(crate) struct End {
     pub job: JobId,
     pub from: JobState,
     pub to: JobState,
@@ -32,7 +32,7 @@ pub struct End {
 
 /// One change to the database.
 #[derive(Debug)]
-pub enum Op {
+pub(crate) enum Op {
     Insert(Box<NewJob>),
     Start {
         job: JobId,
@@ -56,10 +56,10 @@ pub enum Op {
 }
 
 /// A committed submission: its id and the job as it was sent.
-pub type Submitted = Result<(JobId, Box<NewJob>), String>;
+pub(crate) type Submitted = Result<(JobId, Box<NewJob>), String>;
 
 /// What to do once the change is committed (or failed).
-pub enum Done {
+pub(crate) enum Done {
     Nothing,
     /// A submission's id, for the waiting client.
     Submitted(oneshot::Sender<Submitted>),
@@ -85,13 +85,13 @@ struct Msg {
 /// The sending side; cheap to clone. The writer exits once every handle is dropped and the
 /// channel is drained.
 #[derive(Clone, Debug)]
-pub struct Writer {
+pub(crate) struct Writer {
     tx: mpsc::Sender<Msg>,
 }
 
 impl Writer {
     /// Start the writer thread on an open, migrated connection.
-    pub fn spawn(conn: Connection) -> (Writer, std::thread::JoinHandle<()>) {
+    pub(crate) fn spawn(conn: Connection) -> (Writer, std::thread::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel();
         let handle = std::thread::Builder::new()
             .name("flexd-writer".into())
@@ -100,7 +100,7 @@ impl Writer {
         (Writer { tx }, handle)
     }
 
-    pub fn send(&self, op: Op, done: Done) {
+    pub(crate) fn send(&self, op: Op, done: Done) {
         if let Err(mpsc::SendError(m)) = self.tx.send(Msg { op, done }) {
             // Only after shutdown began; the change is lost, say so to whoever waits.
             tracing::error!("database writer has stopped; dropping {}", op_name(&m.op));
@@ -109,7 +109,7 @@ impl Writer {
     }
 
     /// Queue a submission; the receiver gets its id (and the job back) once it is committed.
-    pub fn submit(&self, job: NewJob) -> oneshot::Receiver<Submitted> {
+    pub(crate) fn submit(&self, job: NewJob) -> oneshot::Receiver<Submitted> {
         let (tx, rx) = oneshot::channel();
         self.send(Op::Insert(Box::new(job)), Done::Submitted(tx));
         rx

@@ -18,13 +18,13 @@ use std::sync::Mutex;
 
 /// The database accounting reads, and the default account of each user seen so far.
 #[derive(Debug)]
-pub struct Accounting {
+pub(crate) struct Accounting {
     db: PathBuf,
     accounts: Mutex<HashMap<u32, String>>,
 }
 
 impl Accounting {
-    pub fn new(db: PathBuf) -> Accounting {
+    pub(crate) fn new(db: PathBuf) -> Accounting {
         Accounting {
             db,
             accounts: Mutex::new(HashMap::new()),
@@ -32,7 +32,7 @@ impl Accounting {
     }
 
     /// Answer an Accounting request (`hosts` from the state, taken by the caller).
-    pub async fn answer(
+    pub(crate) async fn answer(
         &self,
         peer: &Peer,
         q: AcctQuery,
@@ -52,7 +52,7 @@ impl Accounting {
     /// The account of a job submitted without one: the name of the user's primary group (from
     /// the password database; the connecting process's group when the user has no entry),
     /// or the group id when that group has no name. Looked up once per user.
-    pub fn default_account(&self, peer: &Peer) -> String {
+    pub(crate) fn default_account(&self, peer: &Peer) -> String {
         use nix::unistd::{Gid, Group, Uid, User};
         let mut accounts = self.accounts.lock().unwrap_or_else(|p| p.into_inner());
         accounts

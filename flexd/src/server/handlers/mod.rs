@@ -15,7 +15,7 @@ use flex_proto::{ErrorKind, Response};
 
 /// Who is asking, from SO_PEERCRED.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Peer {
+pub(crate) struct Peer {
     pub uid: u32,
     pub gid: u32,
     pub pid: Option<i32>,
@@ -24,7 +24,7 @@ pub struct Peer {
 }
 
 impl Peer {
-    pub fn is_root(&self) -> bool {
+    pub(crate) fn is_root(&self) -> bool {
         self.uid == 0
     }
 }
