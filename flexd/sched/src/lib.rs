@@ -9,6 +9,7 @@
 
 mod alloc;
 mod cluster;
+mod config;
 mod pass;
 mod place;
 #[cfg(test)]
@@ -16,8 +17,8 @@ mod tests;
 
 pub use alloc::{Allocation, Unit};
 pub use cluster::Cluster;
+pub use config::ClusterConfig;
 pub use pass::{estimate_starts, schedule};
-pub use place::ClusterConfig;
 
 use gres_plugin::{JobId, Request};
 use serde::{Deserialize, Serialize};
