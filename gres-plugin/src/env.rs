@@ -2,7 +2,7 @@
 //! the batch script), flexrun (which starts one rank per leaf) and, on Slurm sites, a
 //! TaskProlog. Pure functions from an allocation to variables.
 
-use crate::topology::{format_cpu_list, parse_cpu_list};
+use crate::cpus::{format_cpu_list, parse_cpu_list};
 use std::path::PathBuf;
 
 /// How ranks reach NCCL across MIG instances.
