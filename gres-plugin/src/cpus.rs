@@ -39,3 +39,53 @@ pub fn format_cpu_list(cores: &[u32]) -> String {
     }
     out.join(",")
 }
+
+/// The real cores a rank is bound to: its own cores when they all exist here; otherwise (a
+/// simulated topology names more cores than this machine has) model core `c` maps to online
+/// core `c mod n`. Empty means "do not bind".
+pub fn bind_cores(model: &[u32], online: &[u32]) -> Vec<u32> {
+    if online.is_empty() {
+        return Vec::new();
+    }
+    let mut v: Vec<u32> = if model.iter().all(|c| online.contains(c)) {
+        model.to_vec()
+    } else {
+        model
+            .iter()
+            .map(|&c| online[c as usize % online.len()])
+            .collect()
+    };
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The online cores of this machine (`/sys/devices/system/cpu/online`, else as many as the
+/// standard library counts).
+pub fn online_cores() -> Vec<u32> {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| parse_cpu_list(s.trim()).ok())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| {
+            let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+            (0..n as u32).collect()
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_cores_fold_onto_the_online_ones() {
+        let online = [0, 1, 2, 3];
+        assert_eq!(bind_cores(&[2, 3], &online), [2, 3]);
+        assert_eq!(bind_cores(&[16, 17], &online), [0, 1]);
+        assert_eq!(bind_cores(&[16, 20], &online), [0]);
+        assert_eq!(bind_cores(&[5], &[1, 3]), [3]);
+        assert!(bind_cores(&[], &online).is_empty());
+        assert!(bind_cores(&[1], &[]).is_empty());
+        assert!(!online_cores().is_empty());
+    }
+}

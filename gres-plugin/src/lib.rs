@@ -10,6 +10,7 @@ pub mod mig;
 pub mod model;
 pub mod probe;
 pub mod request;
+pub mod slurm;
 pub mod tree;
 
 #[cfg(feature = "nvml")]

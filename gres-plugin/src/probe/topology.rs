@@ -312,10 +312,13 @@ pub fn parse(text: &str, origin: &str) -> Result<RawHost, TopologyError> {
     })
 }
 
-/// The GPU-instance id NVIDIA would give a profile at a start slice (used only for display).
+/// The GPU-instance id of a profile at a start slice, numbered as the driver numbers the nodes
+/// of the memory-slice tree (whole card 0, halves 1-2, quarters 3-6, eighths 7-14; an A100's
+/// seven 1g.5gb instances get 7..13). Real ids depend on creation order; this stable function
+/// of the placement keeps simulated ids inside the driver's range (the nvidia-caps table).
 fn gi_id(p: Profile, start: u8) -> u32 {
-    // Real ids depend on creation order; a stable function of the placement is enough here.
-    (start as u32) * 8 + p.mem_slices as u32
+    let size = p.mem_slices.max(1) as u32;
+    (8 / size) - 1 + start as u32 / size
 }
 
 /// The simulated-topology probe: reads a TOML file; a bare file name that does not exist in the
