@@ -5,6 +5,8 @@
 
 pub mod cpus;
 pub mod env;
+#[cfg(feature = "cli")]
+pub mod flexgres;
 pub mod ids;
 pub mod mig;
 pub mod model;
