@@ -169,7 +169,7 @@ impl Cluster {
             d.join("plugstack.conf"),
             format!(
                 "required {} topology={}/topo-%n.toml nccl=upstream\n",
-                bin_dir().join("libflex_spank.so").display(),
+                spank_plugin().display(),
                 d.display()
             ),
         )
@@ -464,6 +464,21 @@ fn random_key() -> Vec<u8> {
     let mut f = std::fs::File::open("/dev/urandom").unwrap();
     std::io::Read::read_exact(&mut f, &mut key).unwrap();
     key
+}
+
+/// The flex-spank cdylib of this build. `cargo test --workspace` builds it as part of the
+/// flex-spank package (in `deps/`; `cargo build` also copies it beside the binaries).
+fn spank_plugin() -> PathBuf {
+    let dir = bin_dir();
+    [dir.join("deps/libflex_spank.so"), dir.join("libflex_spank.so")]
+        .into_iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "libflex_spank.so is not under {}: run `cargo test --workspace` or `cargo build -p flex-spank`",
+                dir.display()
+            )
+        })
 }
 
 /// Run flexgres with a topology file; its stdout.
