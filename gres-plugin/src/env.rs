@@ -135,6 +135,20 @@ pub struct RankPlan {
     pub cores: Vec<Vec<u32>>,
     pub master_port: u16,
     pub nccl: NcclMode,
+    /// Where the plan's ranks sit in a larger world; None: they are the whole world, on this
+    /// host, meeting on loopback.
+    pub world: Option<World>,
+}
+
+/// A larger world around a plan: flexrun started as one task of a Slurm step, whose rank
+/// variables the SPANK plugin set already.
+#[derive(Clone, Debug, PartialEq)]
+pub struct World {
+    pub first_rank: usize,
+    pub first_local_rank: usize,
+    pub world_size: usize,
+    pub local_world_size: usize,
+    pub master_addr: String,
 }
 
 /// Read a job's plan from its environment (`get` looks a variable up), with a clear error when
@@ -181,6 +195,7 @@ pub fn rank_plan(get: impl Fn(&str) -> Option<String>) -> Result<RankPlan, Strin
         cores,
         master_port,
         nccl,
+        world: None,
     })
 }
 
@@ -233,22 +248,32 @@ pub fn slot_env(
     v
 }
 
-/// The variables of rank `rank` of a one-host job (flexrun): local rank and rank agree, and
-/// the rendezvous is on loopback.
+/// The variables of flexrun's rank `rank`. In a one-host job local rank and rank agree and
+/// the rendezvous is on loopback; in a larger [`World`] the ranks follow its first rank.
 pub fn rank_env(
     plan: &RankPlan,
     rank: usize,
     ld_library_path: Option<&str>,
 ) -> Vec<(String, String)> {
-    let world = plan.uuids.len();
+    let n = plan.uuids.len();
+    let (rank_, local_rank, world_size, local_world_size, master_addr) = match &plan.world {
+        None => (rank, rank, n, n, "127.0.0.1"),
+        Some(w) => (
+            w.first_rank + rank,
+            w.first_local_rank + rank,
+            w.world_size,
+            w.local_world_size,
+            w.master_addr.as_str(),
+        ),
+    };
     let slot = RankSlot {
         uuid: &plan.uuids[rank],
         cores: &plan.cores[rank],
-        rank,
-        local_rank: rank,
-        world_size: world,
-        local_world_size: world,
-        master_addr: "127.0.0.1",
+        rank: rank_,
+        local_rank,
+        world_size,
+        local_world_size,
+        master_addr,
         master_port: plan.master_port,
     };
     slot_env(&slot, &plan.nccl, ld_library_path)

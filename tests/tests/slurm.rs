@@ -656,7 +656,9 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
         format!(
             "#!/bin/sh\n#SBATCH -w flex1 -n 2 --gres=gpu:1g.5gb:2\n\
              echo JOB=$SLURM_JOB_ID\necho BATCH_CVD=$CUDA_VISIBLE_DEVICES\necho BATCH_RANK=$RANK\n\
-             echo BATCH_TOPOLOGY=$FLEX_TOPOLOGY\nsrun {task}\n"
+             echo BATCH_TOPOLOGY=$FLEX_TOPOLOGY\nsrun {task}\n\
+             flexrun sh -c 'echo FLEXRUN $RANK $WORLD_SIZE $CUDA_VISIBLE_DEVICES'\n\
+             srun flexrun sh -c 'echo IN_STEP $RANK $WORLD_SIZE $CUDA_VISIBLE_DEVICES'\n"
         ),
     )
     .unwrap();
@@ -705,6 +707,33 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
         "{text}"
     );
     c.check_step(&job, "0", 2, &[("flex1", 2)], "1g.5gb");
+    // flexrun in the batch script: one rank per GPU of the job, the step's leaves; flexrun in
+    // each task of an srun step: that task's leaf and rank, as flex-spank set them.
+    let step0: BTreeSet<(String, String)> = c
+        .tasks(&job, "0")
+        .values()
+        .map(|t| (t["RANK"].clone(), t["CUDA_VISIBLE_DEVICES"].clone()))
+        .collect();
+    for tag in ["FLEXRUN", "IN_STEP"] {
+        let got: BTreeSet<(String, String)> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix(&format!("{tag} ")))
+            .map(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                assert_eq!(f.get(1), Some(&"2"), "{tag}: world size: {text}");
+                (f[0].to_string(), f.get(2).unwrap_or(&"").to_string())
+            })
+            .collect();
+        let uuids = |s: &BTreeSet<(String, String)>| -> BTreeSet<String> {
+            s.iter().map(|(_, u)| u.clone()).collect()
+        };
+        assert_eq!(uuids(&got), uuids(&step0), "{tag}: {text}");
+        let ranks: BTreeSet<&str> = got.iter().map(|(r, _)| r.as_str()).collect();
+        assert_eq!(ranks, BTreeSet::from(["0", "1"]), "{tag}: {text}");
+        if tag == "IN_STEP" {
+            assert_eq!(got, step0, "each task keeps its rank and leaf: {text}");
+        }
+    }
 
     // A step without GPUs is left alone.
     let o = c.run(&["srun", "-w", "flex1", "-n", "1", "env"], 60);

@@ -1,6 +1,7 @@
 //! flexrun: inside a job, start one process (rank) per allocated leaf, like srun or torchrun.
 //!
-//! The plan comes from the job's environment ([`gres_plugin::env::rank_plan`]); each rank gets
+//! The plan comes from the job's environment ([`gres_plugin::env::rank_plan`]), or inside a
+//! Slurm allocation from Slurm's ([`gres_plugin::slurm::step::flexrun_plan`]); each rank gets
 //! [`gres_plugin::env::rank_env`] on top of it and is bound to its own cores. Each rank leads its
 //! own process group (as torchrun's workers do), so a signal sent to the job's group reaches it
 //! once, through flexrun: signals flexrun receives (TERM, INT, HUP, USR1, USR2) go to every
@@ -12,7 +13,7 @@ mod watchdog;
 
 use crate::error::{exit, Error};
 use clap::Parser;
-use gres_plugin::env::{rank_env, rank_plan};
+use gres_plugin::env::rank_env;
 use gres_plugin::topology::parse_cpu_list;
 use nix::sched::CpuSet;
 use nix::sys::signal::{killpg, Signal};
@@ -188,7 +189,9 @@ fn spawn_rank(
 
 /// Run the ranks to the end; returns flexrun's exit code.
 pub fn run(a: &Args) -> Result<i32, Error> {
-    let plan = rank_plan(|k| std::env::var(k).ok()).map_err(Error::Input)?;
+    // A Flex job's plan, or inside a Slurm allocation Slurm's (gres_plugin::slurm::step).
+    let plan =
+        gres_plugin::slurm::step::flexrun_plan(&|k| std::env::var(k).ok()).map_err(Error::Input)?;
     let n = match a.ntasks {
         Some(n) if n as usize > plan.uuids.len() => {
             return Err(Error::Input(format!(

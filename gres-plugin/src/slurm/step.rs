@@ -10,7 +10,7 @@
 //! leaf `gres_order(host)[i]` of the host model (NVML's, or the simulated topology file's).
 
 use super::{gres_order, near_cores, SlurmError};
-use crate::env::{parse_nccl_mode, slot_env, NcclMode, RankPlan, RankSlot};
+use crate::env::{parse_nccl_mode, slot_env, NcclMode, RankPlan, RankSlot, World};
 use crate::model::HostModel;
 
 /// The step's GPUs on this node, as Slurm exported them.
@@ -223,7 +223,48 @@ pub fn rank_plan(
         cores: leaves.into_iter().map(|l| l.cores).collect(),
         master_port: master_port(job_id),
         nccl,
+        world: None,
     })
+}
+
+/// flexrun's plan wherever it starts: in a Flex job (`FLEX_MIG_UUIDS`), else inside a Slurm
+/// allocation (`SLURM_JOB_ID`): in a batch script, one rank per GPU Slurm gave this node (the
+/// host model from `FLEX_TOPOLOGY`, which flex-spank sets); in a task of an `srun` step that
+/// flex-spank prepared, that task's one leaf, keeping its rank, world and rendezvous.
+pub fn flexrun_plan(get: &dyn Fn(&str) -> Option<String>) -> Result<RankPlan, String> {
+    if get("FLEX_MIG_UUIDS").is_some() || get("SLURM_JOB_ID").is_none() {
+        return crate::env::rank_plan(get);
+    }
+    let host = match get("FLEX_TOPOLOGY") {
+        Some(t) if !t.is_empty() => Some(
+            crate::probe::discover_file(std::path::Path::new(&t))
+                .map_err(|e| format!("FLEX_TOPOLOGY: {e}"))?
+                .host,
+        ),
+        _ => None,
+    };
+    let mut plan = rank_plan(get, host.as_ref()).map_err(|e| e.to_string())?;
+    let num = |k: &'static str| -> Result<Option<usize>, String> {
+        get(k)
+            .map(|v| v.parse().map_err(|_| format!("{k}={v:?} is not a number")))
+            .transpose()
+    };
+    // A task flex-spank prepared: FLEX_RANK_CPUS is its mark.
+    if let (true, Some(rank), Some(world), Some(addr)) = (
+        get("FLEX_RANK_CPUS").is_some() && plan.uuids.len() == 1,
+        num("RANK")?,
+        num("WORLD_SIZE")?,
+        get("MASTER_ADDR"),
+    ) {
+        plan.world = Some(World {
+            first_rank: rank,
+            first_local_rank: num("LOCAL_RANK")?.unwrap_or(0),
+            world_size: world,
+            local_world_size: num("LOCAL_WORLD_SIZE")?.unwrap_or(1),
+            master_addr: addr,
+        });
+    }
+    Ok(plan)
 }
 
 /// Whether Slurm's task/affinity already bound the task: `SLURM_CPU_BIND_TYPE` names a
@@ -336,6 +377,7 @@ mod tests {
             cores: leaves.iter().map(|l| l.cores.clone()).collect(),
             master_port: master_port(77),
             nccl: nccl.clone(),
+            world: None,
         };
         for r in 0..4 {
             let ids = TaskIds {
@@ -394,6 +436,61 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("\"fast\""), "{e}");
+    }
+
+    #[test]
+    fn flexrun_in_a_batch_script_and_in_a_prepared_task() {
+        let h = a100();
+        let dir = std::env::temp_dir().join(format!("flex-step-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let topo = dir.join("t.toml");
+        std::fs::write(&topo, topology::builtin("a100-40gb-x2").unwrap()).unwrap();
+        let t = topo.display().to_string();
+        // The batch script: both GPUs, ranks 0 and 1 on loopback.
+        let v = vars(&[
+            ("SLURM_JOB_ID", "9"),
+            ("SLURM_JOB_GPUS", "0,1"),
+            ("FLEX_TOPOLOGY", &t),
+        ]);
+        let p = flexrun_plan(&|k| v.get(k).cloned()).unwrap();
+        assert_eq!(
+            p.uuids,
+            [h.leaves[0].uuid.clone(), h.leaves[1].uuid.clone()]
+        );
+        let r: HashMap<String, String> = rank_env(&p, 1, None).into_iter().collect();
+        assert_eq!((r["RANK"].as_str(), r["WORLD_SIZE"].as_str()), ("1", "2"));
+        // A task of a step: flexrun's one rank keeps what flex-spank gave the task.
+        let leaf = h.leaves[7].uuid.clone();
+        let task = vars(&[
+            ("SLURM_JOB_ID", "9"),
+            ("SLURM_STEP_GPUS", "6,7"),
+            ("CUDA_VISIBLE_DEVICES", &leaf),
+            ("FLEX_TOPOLOGY", &t),
+            ("FLEX_RANK_CPUS", "16-31"),
+            ("RANK", "3"),
+            ("LOCAL_RANK", "1"),
+            ("WORLD_SIZE", "4"),
+            ("LOCAL_WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "node1"),
+        ]);
+        let p = flexrun_plan(&|k| task.get(k).cloned()).unwrap();
+        let r: HashMap<String, String> = rank_env(&p, 0, None).into_iter().collect();
+        for k in [
+            "RANK",
+            "LOCAL_RANK",
+            "WORLD_SIZE",
+            "LOCAL_WORLD_SIZE",
+            "MASTER_ADDR",
+            "CUDA_VISIBLE_DEVICES",
+            "FLEX_RANK_CPUS",
+        ] {
+            assert_eq!(r[k], task[k], "{k}");
+        }
+        // Outside both: the Flex message.
+        assert!(flexrun_plan(&|_| None)
+            .unwrap_err()
+            .contains("inside a Flex job"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
