@@ -100,9 +100,14 @@ pub fn run(cli: &Cli) -> Result<String, String> {
         } => {
             let found = host.discover()?;
             let simulated = found.source != "nvml";
-            let (minors, note) = match read_mig_minors(mig_minors)? {
+            let table = if *count_only {
+                Some(MigMinors::driver_layout()) // no device files: minors unused
+            } else {
+                read_mig_minors(mig_minors)?
+            };
+            let (minors, note) = match table {
                 Some(m) => (m, String::new()),
-                None if simulated || *count_only => (
+                None if simulated => (
                     MigMinors::driver_layout(),
                     format!(
                         "# {} does not exist: capability minors follow the driver's fixed layout\n",
@@ -157,5 +162,46 @@ pub fn run(cli: &Cli) -> Result<String, String> {
             }
             Ok(job_submit_lua(&s, &l))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_args(args: &[&str]) -> Result<String, String> {
+        let mut v = vec!["flexgres"];
+        v.extend(args);
+        run(&Cli::try_parse_from(v).map_err(|e| e.to_string())?)
+    }
+
+    #[test]
+    fn commands_print_slurm_lines_and_name_bad_values() {
+        let t = ["--topology", "a100-40gb-x2.toml", "--force-topology"];
+        let conf = run_args(&[&["conf"], &t[..], &["--count-only"]].concat()).unwrap();
+        assert!(
+            conf.contains("\nAutoDetect=off\nName=gpu Type=1g.5gb Count=6\n"),
+            "{conf}"
+        );
+        assert!(!conf.contains("mig-minors"), "{conf}");
+        let node = run_args(&[&["node"], &t[..], &["--name", "g1"]].concat()).unwrap();
+        assert!(node.starts_with("NodeName=g1 CPUs=32 "), "{node}");
+        let lua = run_args(&[&["job-submit"], &t[..]].concat()).unwrap();
+        assert!(lua.contains("local LARGE = \"1g.10gb\""), "{lua}");
+        let e = run_args(&["job-submit", "--small", "1g 5gb", "--large", "1g.10gb"]).unwrap_err();
+        assert!(e.contains("\"1g 5gb\""), "{e}");
+        let e = run_args(&[
+            "conf",
+            "--force-topology",
+            "--topology",
+            "/nonexistent/t.toml",
+        ])
+        .unwrap_err();
+        assert!(e.contains("/nonexistent/t.toml"), "{e}");
+        let e = run_args(
+            &[&["job-submit", "--topology", "p4-x4.toml", "--force-topology"][..]].concat(),
+        )
+        .unwrap_err();
+        assert!(e.contains("no 1-slice MIG leaf"), "{e}");
     }
 }
