@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 /// Export this host's MIG leaves to Slurm.
 #[derive(Debug, Parser)]
-#[command(name = "flexgres", version, about)]
+#[command(name = "flexgres", version)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

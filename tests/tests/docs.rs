@@ -27,6 +27,7 @@ fn commands() -> Vec<clap::Command> {
         flexsub::acct::Args::command(),
         flexsub::report::Args::command(),
         flexd::sim::cli::Cli::command(),
+        gres_plugin::flexgres::Cli::command(),
     ]
 }
 
