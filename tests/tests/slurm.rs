@@ -5,8 +5,9 @@
 //! the flex-spank plugin built by the workspace. Device files are symlinks to /dev/null:
 //! slurmd wants character devices and there is no GPU.
 //!
-//! Needs root (slurmd runs jobs as their users) and slurm-wlm + munge. Without them the test
-//! is skipped, unless CI=true: then it fails.
+//! Needs root (slurmd runs jobs as their users) and slurm-wlm + munge. Without them the tests
+//! are skipped, unless CI=true: then they fail. flex-tests depends on flex-spank, so even
+//! `cargo test -p flex-tests` rebuilds the plugin; flexgres comes from `cargo build --workspace`.
 
 use flex_tests::{bin, bin_dir, wait_child};
 use gres_plugin::cpus::{bind_cores, online_cores, parse_cpu_list};
@@ -103,7 +104,8 @@ impl Cluster {
         self.dir.path().join(p)
     }
 
-    fn start() -> Cluster {
+    /// A cluster whose slurmd use `task_plugin` (task/none: Flex binds; task/affinity: Slurm).
+    fn start(task_plugin: &str) -> Cluster {
         let dir = tempfile::Builder::new()
             .prefix("flex-slurm-")
             .tempdir()
@@ -185,7 +187,7 @@ impl Cluster {
              SlurmctldPidFile={dd}/slurmctld.pid\nSlurmdPidFile={dd}/slurmd-%n.pid\n\
              SlurmctldLogFile={dd}/log/slurmctld.log\nSlurmdLogFile={dd}/log/slurmd-%n.log\n\
              SlurmdDebug=debug\n\
-             ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nMpiDefault=none\n\
+             ProctrackType=proctrack/linuxproc\nTaskPlugin={task_plugin}\nMpiDefault=none\n\
              SelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n\
              GresTypes=gpu\nSlurmdParameters=config_overrides\n\
              PlugStackConfig={dd}/plugstack.conf\nJobSubmitPlugins=lua\n\
@@ -335,6 +337,7 @@ impl Cluster {
         ranks: usize,
         per_node: &[(&str, usize)],
         profile: &str,
+        slurm_bound: Option<u32>,
     ) {
         let tasks = self.tasks(job, step);
         assert_eq!(
@@ -393,7 +396,14 @@ impl Cluster {
                 .collect();
             assert_eq!(near, gpu_cores, "rank {rank}: near cores");
             let allowed = parse_cpu_list(&t["Cpus_allowed_list"]).unwrap();
-            assert_eq!(allowed, bind_cores(&near, &online), "rank {rank}: affinity");
+            let want = match slurm_bound {
+                Some(core) => vec![core], // task/affinity's binding stands
+                None => bind_cores(&near, &online),
+            };
+            assert_eq!(
+                allowed, want,
+                "job {job} step {step} rank {rank} on {node}: affinity"
+            );
         }
         for (node, n) in per_node {
             let on = tasks
@@ -550,7 +560,7 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
     if !usable() {
         return;
     }
-    let c = Cluster::start();
+    let c = Cluster::start("task/none");
     let out = c.path("out");
     let task = c.path("task.sh");
     std::fs::write(&task, TASK_SH).unwrap();
@@ -579,7 +589,7 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
         "srun: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    c.check_step(&job_id(&o), "0", 4, &[("flex1", 4)], "1g.5gb");
+    c.check_step(&job_id(&o), "0", 4, &[("flex1", 4)], "1g.5gb", None);
 
     // Two nodes, two tasks each: ranks 0..3 across both, MASTER_ADDR the first node.
     let o = c.run(
@@ -601,7 +611,14 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
         "srun -N 2: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    c.check_step(&job_id(&o), "0", 4, &[("flex1", 2), ("flex2", 2)], "1g.5gb");
+    c.check_step(
+        &job_id(&o),
+        "0",
+        4,
+        &[("flex1", 2), ("flex2", 2)],
+        "1g.5gb",
+        None,
+    );
 
     // The optional job_submit.lua: an untyped one-GPU request gets the 1g.10gb leaf, an
     // untyped several-GPU request 1g.5gb leaves.
@@ -625,7 +642,7 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
         "srun gpu:1: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    c.check_step(&job_id(&o), "0", 1, &[("flex1", 1)], "1g.10gb");
+    c.check_step(&job_id(&o), "0", 1, &[("flex1", 1)], "1g.10gb", None);
     let o = c.run(
         &[
             "srun",
@@ -646,7 +663,7 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
         "srun gpu:2: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    c.check_step(&job_id(&o), "0", 2, &[("flex1", 2)], "1g.5gb");
+    c.check_step(&job_id(&o), "0", 2, &[("flex1", 2)], "1g.5gb", None);
 
     // A batch job: the batch script keeps both GPUs (Slurm's indexes) and learns where the
     // topology is; its srun step gets one leaf per task.
@@ -706,7 +723,7 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
         )),
         "{text}"
     );
-    c.check_step(&job, "0", 2, &[("flex1", 2)], "1g.5gb");
+    c.check_step(&job, "0", 2, &[("flex1", 2)], "1g.5gb", None);
     // flexrun in the batch script: one rank per GPU of the job, the step's leaves; flexrun in
     // each task of an srun step: that task's leaf and rank, as flex-spank set them.
     let step0: BTreeSet<(String, String)> = c
@@ -774,4 +791,46 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
     );
     let o = c.run(&["srun", "-w", "flex1", "-n", "1", "true"], 60);
     assert!(o.status.success(), "slurmd still runs jobs after a fault");
+}
+
+#[test]
+fn a_binding_by_slurms_task_affinity_stands() {
+    if !usable() {
+        return;
+    }
+    let c = Cluster::start("task/affinity");
+    let out = c.path("out");
+    let task = c.path("task.sh");
+    std::fs::write(&task, TASK_SH).unwrap();
+    set_mode(&task, 0o755);
+    let task = task.to_str().unwrap();
+    let export = format!("--export=ALL,FLEX_OUT={}", out.display());
+    // Slurm's task/affinity binds the tasks (--cpu-bind=map_cpu): Flex leaves that binding and
+    // still names the leaf's near cores. Flex alone would bind each task to all of its GPU's
+    // NUMA cores (folded onto this machine's), so on a machine with more than one core a
+    // single core shows that Slurm's binding stood.
+    let last = *online_cores().last().unwrap();
+    let map = format!("--cpu-bind=map_cpu:{last},{last}");
+    let o = c.run(
+        &[
+            "srun",
+            &map,
+            &export,
+            "-w",
+            "flex1",
+            "-n",
+            "2",
+            "--gres=gpu:1g.5gb:2",
+            "sh",
+            "-c",
+            &format!("{task}; [ \"$SLURM_PROCID\" = 0 ] && echo JOB=$SLURM_JOB_ID; true"),
+        ],
+        120,
+    );
+    assert!(
+        o.status.success(),
+        "srun {map}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    c.check_step(&job_id(&o), "0", 2, &[("flex1", 2)], "1g.5gb", Some(last));
 }
