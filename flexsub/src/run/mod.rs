@@ -14,7 +14,6 @@ mod watchdog;
 use crate::error::{exit, Error};
 use clap::Parser;
 use gres_plugin::env::rank_env;
-use gres_plugin::topology::parse_cpu_list;
 use nix::sched::CpuSet;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -60,37 +59,9 @@ pub struct Args {
     pub command: Vec<OsString>,
 }
 
-/// The real cores a rank is bound to: its own cores when they all exist here; otherwise (a
-/// simulated topology names more cores than this machine has) model core `c` maps to online
-/// core `c mod n`. Empty means "do not bind".
-pub fn bind_cores(model: &[u32], online: &[u32]) -> Vec<u32> {
-    if online.is_empty() {
-        return Vec::new();
-    }
-    let mut v: Vec<u32> = if model.iter().all(|c| online.contains(c)) {
-        model.to_vec()
-    } else {
-        model
-            .iter()
-            .map(|&c| online[c as usize % online.len()])
-            .collect()
-    };
-    v.sort_unstable();
-    v.dedup();
-    v
-}
-
-/// The online cores of this machine.
-fn online_cores() -> Vec<u32> {
-    std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|s| parse_cpu_list(s.trim()).ok())
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| {
-            let n = thread::available_parallelism().map_or(1, |n| n.get());
-            (0..n as u32).collect()
-        })
-}
+/// How a rank's cores become real ones; shared with the Slurm plugin (gres_plugin::cpus).
+pub use gres_plugin::cpus::bind_cores;
+use gres_plugin::cpus::online_cores;
 
 /// A finished process's status as a shell reports it: its code, or 128 + the signal.
 pub fn status_code(s: ExitStatus) -> i32 {
@@ -354,17 +325,6 @@ fn describe(s: ExitStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cores_that_exist_are_kept_and_others_wrap() {
-        let online: Vec<u32> = (0..4).collect();
-        assert_eq!(bind_cores(&[2, 3], &online), [2, 3]);
-        assert_eq!(bind_cores(&[16, 17], &online), [0, 1]);
-        assert_eq!(bind_cores(&[16, 20], &online), [0]);
-        assert_eq!(bind_cores(&[5], &[1, 3]), [3]);
-        assert!(bind_cores(&[], &online).is_empty());
-        assert!(bind_cores(&[1], &[]).is_empty());
-    }
 
     #[test]
     fn statuses_read_like_a_shell() {
