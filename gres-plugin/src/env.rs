@@ -1,6 +1,7 @@
 //! The environment a job and each of its ranks get: the contract between flexd (which starts
-//! the batch script), flexrun (which starts one rank per leaf) and, on Slurm sites, a
-//! TaskProlog. Pure functions from an allocation to variables.
+//! the batch script), flexrun (which starts one rank per leaf) and, on Slurm sites, the
+//! flex-spank plugin (through `crate::slurm::step`). Pure functions from an allocation to
+//! variables.
 
 use crate::cpus::{format_cpu_list, parse_cpu_list};
 use std::path::PathBuf;
