@@ -255,6 +255,36 @@ fn a_pending_job_shows_its_reason_and_state_filters_work() {
 }
 
 #[test]
+fn flexsub_wait_returns_with_the_jobs_exit_code() {
+    let d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("wait");
+    let run = |script: &str, args: &[&str]| {
+        std::fs::write(dir.join("w.sh"), script).unwrap();
+        cmd(&d, "flexsub")
+            .current_dir(&dir)
+            .args(args)
+            .arg("w.sh")
+            .output()
+            .unwrap()
+    };
+    let out = run(
+        "#!/bin/sh\nsleep 1\necho done > done\nexit 3\n",
+        &["--wait"],
+    );
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    // It returned after the job ended, not when it was queued.
+    assert!(dir.join("done").exists());
+    assert!(
+        text(&out.stdout).starts_with("Submitted batch job "),
+        "{out:?}"
+    );
+    let out = run("#!/bin/sh\ntrue\n", &["-W", "--parsable"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = run("#!/bin/sh\nsleep 30\n", &["--wait", "--time", "0:02"]);
+    assert_eq!(out.status.code(), Some(1), "a timeout is exit 1: {out:?}");
+}
+
+#[test]
 fn a_job_over_its_time_limit_ends_in_timeout() {
     let d = Daemon::start(TOPOLOGY);
     let dir = d.scratch("timeout");

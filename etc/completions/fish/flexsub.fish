@@ -26,6 +26,7 @@ complete -c flexsub -l wrap -d 'Run CMD with /bin/sh instead of a script' -r
 complete -c flexsub -l train -d '--model is trained (gradients, optimizer state)'
 complete -c flexsub -l infer -d '--model only runs inference (KV cache)'
 complete -c flexsub -l parsable -d 'Print only the job id'
+complete -c flexsub -s W -l wait -d 'Return when the job ends, with its exit code (1 when it failed otherwise)'
 complete -c flexsub -l test-only -d 'Print where and when the job would start; queue nothing'
 complete -c flexsub -l estimate-only -d 'Print the --model memory estimate and what it needs on this host; queue nothing'
 complete -c flexsub -l json -d 'With --test-only: print JSON'
