@@ -3,7 +3,7 @@
 //! name the key, the value and where it came from.
 
 use flex_proto::config::size_value;
-use flex_sched::{Policy, PolicyKind};
+use flex_sched::{Policy, PolicyKeys};
 use gres_plugin::env::NcclMode;
 use gres_plugin::request::Strategy;
 use std::collections::BTreeSet;
@@ -128,8 +128,21 @@ impl Settings {
                 None => src.string(key).map(PathBuf::from),
             }
         };
-        let policy_kind: PolicyKind = src.parsed("policy", |s| s.parse())?;
-        let window = src.int("backfill_window", 0, 1_000_000)?;
+        // The policy keys: types and ranges checked here, meaning from the core's PolicyKeys,
+        // which flexsim --flexd-config shares.
+        let policy_text = src.string("policy")?;
+        let order_text = src.string("queue_order")?;
+        let policy = PolicyKeys {
+            policy: Some(&policy_text),
+            backfill_window: Some(src.int("backfill_window", 0, PolicyKeys::WINDOW_MAX)?),
+            queue_order: Some(&order_text),
+            aging_pct: Some(src.int("aging_pct", 0, PolicyKeys::AGING_MAX)?),
+        }
+        .policy()
+        .map_err(|(key, why)| {
+            let v = if key == "policy" { &policy_text } else { &order_text };
+            src.bad(key, &format!("{v:?}"), &why)
+        })?;
         let max_time_limit = src.duration("max_time_limit", secs(365 * 86400))?;
         let default_time_limit = src.duration("default_time_limit", max_time_limit)?;
         let nccl = match src.string("nccl_mode")?.as_str() {
@@ -150,10 +163,7 @@ impl Settings {
             socket: path("socket", &overrides.socket)?,
             state_dir: path("state_dir", &overrides.state_dir)?,
             topology: path("topology", &overrides.topology)?,
-            policy: Policy {
-                kind: policy_kind,
-                window: window as usize,
-            },
+            policy,
             default_time_limit,
             max_time_limit,
             kill_grace: src.duration("kill_grace", secs(3600))?,
@@ -205,6 +215,16 @@ impl Settings {
             "backfill_window",
             self.policy.window.to_string(),
             new.policy.window.to_string(),
+        );
+        diff(
+            "queue_order",
+            self.policy.order.to_string(),
+            new.policy.order.to_string(),
+        );
+        diff(
+            "aging_pct",
+            self.policy.aging_pct.to_string(),
+            new.policy.aging_pct.to_string(),
         );
         let d = |d: Duration| humantime::format_duration(d).to_string();
         diff(

@@ -10,7 +10,7 @@ use super::models::{Hardware, ModelKind};
 use super::trace::{kind_name, Trace};
 use super::{ExecModel, RunResult, SimConfig, SimError};
 use clap::{Args, Parser, Subcommand};
-use flex_sched::{Policy, PolicyKind};
+use flex_sched::{Order, Policy};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -68,9 +68,10 @@ struct RunArgs {
     trace: PathBuf,
     #[arg(long, value_enum, default_value_t = ModelKind::Fm)]
     model: ModelKind,
-    /// fifo or backfill.
+    /// fifo, backfill (EASY) or conservative, optionally with a queue order:
+    /// backfill:shortest, conservative:adaptive (orders: submit, shortest, longest, adaptive).
     #[arg(long, default_value = "backfill", value_parser = parse_policy)]
-    policy: PolicyKind,
+    policy: Policy,
     #[command(flatten)]
     sim: SimArgs,
     #[command(flatten)]
@@ -106,7 +107,7 @@ struct GenArgs {
     #[arg(long)]
     max_size: Option<u32>,
     /// What happens to jobs above --max-size: left out (drop) or made smaller (clamp).
-    #[arg(long, value_enum, default_value_t = Oversize::Drop)]
+    #[arg(long, value_enum, default_value_t = Oversize::Clamp)]
     oversize: Oversize,
     #[command(flatten)]
     arrivals: ArrivalArgs,
@@ -136,7 +137,7 @@ struct CompareArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = KindMix::ALL)]
     kinds: Vec<KindMix>,
     #[arg(long, value_delimiter = ',', default_values = ["fifo", "backfill"], value_parser = parse_policy)]
-    policies: Vec<PolicyKind>,
+    policies: Vec<Policy>,
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = ModelKind::ALL)]
     models: Vec<ModelKind>,
     /// Largest job size (the paper's Figure 7 uses 4); 0 keeps Table 2's sizes, and Static-MIG
@@ -144,7 +145,7 @@ struct CompareArgs {
     #[arg(long, default_value_t = 4)]
     max_size: u32,
     /// What happens to jobs above --max-size: left out (drop) or made smaller (clamp).
-    #[arg(long, value_enum, default_value_t = Oversize::Drop)]
+    #[arg(long, value_enum, default_value_t = Oversize::Clamp)]
     oversize: Oversize,
     #[command(flatten)]
     arrivals: ArrivalArgs,
@@ -160,8 +161,14 @@ struct CompareArgs {
     json: bool,
 }
 
-fn parse_policy(s: &str) -> Result<PolicyKind, String> {
-    s.parse()
+/// `kind[:order]`, e.g. `backfill`, `conservative:adaptive`; the window comes from --window.
+pub fn parse_policy(s: &str) -> Result<Policy, String> {
+    let (kind, order) = s.split_once(':').unwrap_or((s, "submit"));
+    Ok(Policy {
+        kind: kind.parse()?,
+        order: order.parse::<Order>()?,
+        ..Policy::fifo()
+    })
 }
 
 fn parse_mix(s: &str) -> Result<[f64; 3], String> {
@@ -251,8 +258,8 @@ fn run(a: RunArgs) -> Result<(), SimError> {
     let trace = Trace::read(&a.trace)?;
     let cfg = SimConfig {
         policy: Policy {
-            kind: a.policy,
             window: a.sim.window,
+            ..a.policy
         },
         drain_s: a.sim.drain_s,
         exec,
@@ -282,7 +289,7 @@ fn run(a: RunArgs) -> Result<(), SimError> {
         let title = format!(
             "{} {}, {}",
             a.model,
-            super::metrics::policy_name(a.policy, a.sim.window),
+            super::metrics::policy_name(&cfg.policy),
             a.trace.display()
         );
         write_atomic(p, charts::gantt(&r, &title, p)?.as_bytes())?;
@@ -357,7 +364,14 @@ fn compare(a: CompareArgs) -> Result<(), SimError> {
         seed: a.seed,
         categories: a.categories,
         kinds: a.kinds,
-        policies: a.policies,
+        policies: a
+            .policies
+            .iter()
+            .map(|p| Policy {
+                window: a.sim.window,
+                ..*p
+            })
+            .collect(),
         models: a.models,
         window: a.sim.window,
         max_size: (a.max_size > 0).then_some(a.max_size),
@@ -417,10 +431,7 @@ fn compare(a: CompareArgs) -> Result<(), SimError> {
         })
         .map_err(SimError::Usage)?;
         let cfg = SimConfig {
-            policy: Policy {
-                kind: policy,
-                window: spec.window,
-            },
+            policy,
             drain_s: spec.drain_s,
             exec: spec.exec.clone(),
             record_rows: true,
@@ -430,7 +441,7 @@ fn compare(a: CompareArgs) -> Result<(), SimError> {
             let p = out(&format!("gantt-{model}.svg"));
             let title = format!(
                 "{model}, {}, {category} {kind} trace (seed {})",
-                super::metrics::policy_name(policy, spec.window),
+                super::metrics::policy_name(&policy),
                 spec.seed
             );
             write_atomic(&p, charts::gantt(&r, &title, &p)?.as_bytes())?;
@@ -444,10 +455,11 @@ fn compare(a: CompareArgs) -> Result<(), SimError> {
     Ok(())
 }
 
-fn policy_slug(p: PolicyKind) -> &'static str {
-    match p {
-        PolicyKind::Fifo => "fifo",
-        PolicyKind::Backfill => "backfill",
+/// `fifo`, `backfill`, `conservative-adaptive`: the kind, and the order unless submission.
+fn policy_slug(p: Policy) -> String {
+    match p.order {
+        Order::Submit => p.kind.to_string(),
+        o => format!("{}-{o}", p.kind),
     }
 }
 
