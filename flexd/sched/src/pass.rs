@@ -246,8 +246,19 @@ fn conservative<'a, M: Model>(
             .collect();
         times.sort_unstable();
         times.dedup();
+        let mut ends = plan.ends.clone();
+        ends.sort_unstable();
+        // Sweep the candidate times with one state that loses holders as they end: where the
+        // job does not fit even ignoring reservations, nothing more needs checking.
+        let mut base = state.clone();
+        let mut gone = 0;
         let at = times.into_iter().find(|&t| {
-            feasible(&state, &plan, &out.starts, t, Some(job), None)
+            while gone < ends.len() && ends[gone].0 <= t {
+                base.release(plan.held(ends[gone].1, &out.starts));
+                gone += 1;
+            }
+            base.place(job).is_some()
+                && holds(base.clone(), &plan, t, Some(job), None)
                 && plan
                     .reserved
                     .iter()
@@ -270,7 +281,7 @@ fn conservative<'a, M: Model>(
 }
 
 /// At instant `t`: the free state (holders ending by then gone) holds every reservation active
-/// at `t` and then `extra` (a job placed anywhere, or a placement held from now on).
+/// at `t` and then `job` (placed anywhere), or with `held` (a placement from now on) occupied.
 fn feasible<M: Model>(
     state: &M,
     plan: &Plan<'_, M::Placement>,
@@ -285,6 +296,17 @@ fn feasible<M: Model>(
             s.release(plan.held(i, starts));
         }
     }
+    holds(s, plan, t, job, held)
+}
+
+/// [`feasible`] on `s`, the free state at `t` already.
+fn holds<M: Model>(
+    mut s: M,
+    plan: &Plan<'_, M::Placement>,
+    t: Time,
+    job: Option<&PendingJob>,
+    held: Option<&M::Placement>,
+) -> bool {
     if let Some(p) = held {
         s.occupy(p);
     }

@@ -330,6 +330,7 @@ mod tests {
         );
         let paper = generate(&GenSpec {
             jobs: None,
+            oversize: Oversize::Clamp,
             ..s.clone()
         })
         .unwrap();
