@@ -90,7 +90,7 @@ pub fn sort_queue(
                 .iter()
                 .map(|j| size(j) as u128 * j.request.time_limit_s as u128)
                 .sum();
-            let backlog = (work / load.units.max(1) as u128) as i128 + load.running_horizon as i128;
+            let backlog = (work / load.units.max(1) as u128) as i128;
             jobs.sort_by_cached_key(|j| {
                 let critical = limit(j) >= backlog;
                 let key = if critical {

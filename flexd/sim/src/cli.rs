@@ -10,7 +10,8 @@ use super::models::{Hardware, ModelKind};
 use super::trace::{kind_name, Trace};
 use super::{ExecModel, RunResult, SimConfig, SimError};
 use clap::{Args, Parser, Subcommand};
-use flex_sched::{Order, Policy};
+use flex_sched::{Order, Policy, PolicyKeys};
+use super::sweep::{self, Shape, SweepSpec};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -36,6 +37,41 @@ enum Command {
     Gen(GenArgs),
     /// Run every model and policy over generated traces and compare them.
     Compare(CompareArgs),
+    /// Policies × models over many seeds, categories, kinds and trace shapes: one table.
+    Sweep(SweepArgs),
+}
+
+#[derive(Args, Debug)]
+struct SweepArgs {
+    /// Traces per shape, category and kind; trace i uses seed + i.
+    #[arg(long, default_value_t = 10)]
+    seeds: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Shape::ALL)]
+    shapes: Vec<Shape>,
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Category::ALL)]
+    categories: Vec<Category>,
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = KindMix::ALL)]
+    kinds: Vec<KindMix>,
+    /// Policies (kind[:order]); the first, under fm, is the baseline of the ratios.
+    #[arg(long, value_delimiter = ',', default_values = ["fifo", "backfill", "conservative", "backfill:shortest", "backfill:longest", "backfill:adaptive", "conservative:adaptive"], value_parser = parse_policy)]
+    policies: Vec<Policy>,
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [ModelKind::Fm, ModelKind::Dm])]
+    models: Vec<ModelKind>,
+    /// Largest job size; 0 keeps Table 2's sizes (Static-MIG then drops jobs above 4).
+    #[arg(long, default_value_t = 0)]
+    max_size: u32,
+    /// Offered load of the generated traces.
+    #[arg(long, default_value_t = 1.0)]
+    load: f64,
+    #[command(flatten)]
+    sim: SimArgs,
+    #[command(flatten)]
+    hw: HwArgs,
+    /// Print JSON (the rows and every run) instead of the table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -62,16 +98,26 @@ struct SimArgs {
 }
 
 #[derive(Args, Debug)]
+struct RunPolicyArgs {
+    /// fifo, backfill (EASY) or conservative, optionally with a queue order:
+    /// backfill:shortest, conservative:adaptive (orders: submit, shortest, longest, adaptive).
+    #[arg(long, default_value = "backfill", value_parser = parse_policy)]
+    policy: Policy,
+    /// Replay the policy, window, queue order and aging that this flexd.toml gives flexd
+    /// (its other keys are flexd's and ignored here); overrides --policy and --window.
+    #[arg(long, conflicts_with = "policy")]
+    flexd_config: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
 struct RunArgs {
     /// Trace CSV: job_id,submit_s,leaves,duration_s,kind[,mem_gb][,time_limit_s].
     #[arg(long)]
     trace: PathBuf,
     #[arg(long, value_enum, default_value_t = ModelKind::Fm)]
     model: ModelKind,
-    /// fifo, backfill (EASY) or conservative, optionally with a queue order:
-    /// backfill:shortest, conservative:adaptive (orders: submit, shortest, longest, adaptive).
-    #[arg(long, default_value = "backfill", value_parser = parse_policy)]
-    policy: Policy,
+    #[command(flatten)]
+    pol: RunPolicyArgs,
     #[command(flatten)]
     sim: SimArgs,
     #[command(flatten)]
@@ -217,6 +263,7 @@ fn dispatch(cmd: Command) -> Result<(), SimError> {
         Command::Run(a) => run(a),
         Command::Gen(a) => gen(a),
         Command::Compare(a) => compare(a),
+        Command::Sweep(a) => sweep(a),
     }
 }
 
@@ -233,6 +280,46 @@ fn exec_model(config: &Option<PathBuf>) -> Result<ExecModel, SimError> {
             ExecModel::from_toml(&text, &p.display().to_string()).map_err(SimError::Config)
         }
     }
+}
+
+/// The policy a flexd.toml gives flexd: its policy keys over the compiled-in etc/flexd.toml,
+/// through the core's [`PolicyKeys`], as flexd reads them.
+pub fn flexd_policy(path: &Path) -> Result<Policy, SimError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SimError::Config(format!("cannot read {}: {e}", path.display())))?;
+    policy_from_flexd_toml(&text, &path.display().to_string()).map_err(SimError::Config)
+}
+
+/// flexd's own defaults, for the keys a site file leaves out.
+const FLEXD_DEFAULTS: &str = include_str!("../../../etc/flexd.toml");
+
+/// [`flexd_policy`] on a file's text; `origin` names it in errors.
+pub fn policy_from_flexd_toml(text: &str, origin: &str) -> Result<Policy, String> {
+    let parse = |t: &str, o: &str| {
+        t.parse::<toml::Table>()
+            .map_err(|e| format!("{o}: {}", e.to_string().trim_end()))
+    };
+    let defaults = parse(FLEXD_DEFAULTS, "etc/flexd.toml")?;
+    let file = parse(text, origin)?;
+    let get = |k: &str| file.get(k).or_else(|| defaults.get(k));
+    let string = |k: &'static str| match get(k) {
+        None => Ok(None),
+        Some(toml::Value::String(s)) => Ok(Some(s.as_str())),
+        Some(v) => Err(format!("{origin}: {k} = {v}: must be a string")),
+    };
+    let int = |k: &'static str| match get(k) {
+        None => Ok(None),
+        Some(toml::Value::Integer(i)) => Ok(Some(*i)),
+        Some(v) => Err(format!("{origin}: {k} = {v}: must be an integer")),
+    };
+    PolicyKeys {
+        policy: string("policy")?,
+        backfill_window: int("backfill_window")?,
+        queue_order: string("queue_order")?,
+        aging_pct: int("aging_pct")?,
+    }
+    .policy()
+    .map_err(|(k, why)| format!("{origin}: {k}: {why}"))
 }
 
 /// Write a file whole or not at all: into a temporary beside it, then renamed.
@@ -256,11 +343,15 @@ fn run(a: RunArgs) -> Result<(), SimError> {
     let hw = hardware(&a.hw)?;
     let exec = exec_model(&a.sim.config)?;
     let trace = Trace::read(&a.trace)?;
-    let cfg = SimConfig {
-        policy: Policy {
+    let policy = match &a.pol.flexd_config {
+        Some(p) => flexd_policy(p)?,
+        None => Policy {
             window: a.sim.window,
-            ..a.policy
+            ..a.pol.policy
         },
+    };
+    let cfg = SimConfig {
+        policy,
         drain_s: a.sim.drain_s,
         exec,
         record_rows: a.gantt.is_some(),
@@ -461,6 +552,55 @@ fn policy_slug(p: Policy) -> String {
         Order::Submit => p.kind.to_string(),
         o => format!("{}-{o}", p.kind),
     }
+}
+
+fn sweep(a: SweepArgs) -> Result<(), SimError> {
+    let hw = hardware(&a.hw)?;
+    if a.seeds == 0 {
+        return Err(SimError::Usage("seeds must be at least 1".into()));
+    }
+    let spec = SweepSpec {
+        seeds: a.seeds,
+        seed: a.seed,
+        shapes: a.shapes,
+        categories: a.categories,
+        kinds: a.kinds,
+        policies: a
+            .policies
+            .iter()
+            .map(|p| Policy {
+                window: a.sim.window,
+                ..*p
+            })
+            .collect(),
+        models: a.models,
+        max_size: (a.max_size > 0).then_some(a.max_size),
+        load: a.load,
+        drain_s: a.sim.drain_s,
+        exec: exec_model(&a.sim.config)?,
+    };
+    let total = spec.shapes.len()
+        * spec.categories.len()
+        * spec.kinds.len()
+        * spec.seeds
+        * spec.policies.len()
+        * spec.models.len();
+    let bar = if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::new(total as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let s = sweep::run(&spec, &hw, || bar.inc(1))?;
+    bar.finish_and_clear();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&s).expect("sweep serializes")
+        );
+    } else {
+        print!("{}", s.table());
+    }
+    Ok(())
 }
 
 fn runs_csv(c: &compare::Comparison) -> String {
