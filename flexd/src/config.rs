@@ -140,7 +140,11 @@ impl Settings {
         }
         .policy()
         .map_err(|(key, why)| {
-            let v = if key == "policy" { &policy_text } else { &order_text };
+            let v = if key == "policy" {
+                &policy_text
+            } else {
+                &order_text
+            };
             src.bad(key, &format!("{v:?}"), &why)
         })?;
         let max_time_limit = src.duration("max_time_limit", secs(365 * 86400))?;
@@ -463,6 +467,7 @@ impl Source<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flex_sched::{Order, PolicyKind};
 
     #[test]
     fn compiled_in_defaults_are_the_documented_ones() {
@@ -496,6 +501,34 @@ mod tests {
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(w[0].contains("/etc/f.toml") && w[0].contains("`bogus`"));
         assert!(w[1].contains("`limits.what`"));
+    }
+
+    /// The same text gives flexsim --flexd-config the same policy (flexd/sim/src/cli.rs tests
+    /// this very file text): both go through the core's PolicyKeys.
+    #[test]
+    fn policy_keys_conservative_adaptive() {
+        let file = "policy = \"conservative\"\nbackfill_window = 0\nqueue_order = \"adaptive\"\naging_pct = 50\n";
+        let (s, w) = Settings::from_text(Some(("f", file)), &Overrides::default()).unwrap();
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            s.policy,
+            Policy {
+                kind: PolicyKind::Conservative,
+                window: 0,
+                order: Order::Adaptive,
+                aging_pct: 50,
+            }
+        );
+        let e = Settings::from_text(
+            Some(("f", "queue_order = \"random\"")),
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("queue_order") && e.contains("unknown order"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -7,12 +7,13 @@
 //! - `Submit`: submission order (the classic FIFO queue).
 //! - `Shortest` / `Longest`: by time limit, each second waited counting as `aging_pct` / 100
 //!   seconds less (shortest) or more (longest) of limit, so that no job starves.
-//! - `Adaptive`, Flex's own: the backlog is the pending leaf-seconds ÷ the model's units, plus
-//!   the longest remaining limit of a running job. A pending job whose limit is at least the
-//!   backlog is on the critical path (run last, it alone would stretch the makespan): those go
-//!   first, longest first. Every other job goes shortest first with aging. A deep backlog so
-//!   favours short jobs (mean wait); a queue about to drain starts its long jobs early (makespan).
-//!   It reads only the queue and the running jobs' limits, never the future.
+//! - `Adaptive`, Flex's own: the backlog is the pending leaf-seconds (leaves × limit) ÷ the
+//!   model's units. A pending job whose limit is at least the backlog is on the critical path
+//!   (started last, it alone would stretch the makespan): those go first, longest first. Every
+//!   other job goes shortest first with aging. A deep backlog so favours short jobs (mean wait);
+//!   a queue about to drain starts its long jobs early (makespan). It reads only the queue and
+//!   the model's size, never the future. (Adding the running jobs' longest remaining limit to
+//!   the backlog made it start long jobs too late: measured in docs/flexsim.md's sweep.)
 
 use super::{PendingJob, Policy, Time};
 use serde::{Deserialize, Serialize};
@@ -55,12 +56,10 @@ impl std::fmt::Display for Order {
     }
 }
 
-/// What the ordering knows besides the jobs: the model's units (leaves) and the longest
-/// remaining limit among running jobs.
+/// What the ordering knows besides the jobs: the model's units (leaves; 0 when unknown).
 #[derive(Clone, Copy, Debug)]
 pub struct Load {
     pub units: u64,
-    pub running_horizon: Time,
 }
 
 /// Sort `jobs` into the policy's order. `submitted` gives a job's submission time (`now` when

@@ -36,11 +36,6 @@ pub fn schedule_with<M: Model>(
         } else {
             0
         },
-        running_horizon: running
-            .iter()
-            .map(|r| r.expected_end.saturating_sub(now))
-            .max()
-            .unwrap_or(0),
     };
     sort_queue(&mut order, policy, now, &submitted, load);
 
@@ -225,10 +220,10 @@ fn conservative<'a, M: Model>(
                 .filter(|r| r.0 > now && r.0 < now + limit)
                 .all(|r| feasible(&state, &plan, &out.starts, r.0, None, Some(&p)));
             let active_now = plan.reserved.iter().any(|r| r.0 <= now);
-            if clear && (!active_now || feasible(&state, &plan, &out.starts, now, None, Some(&p)))
-            {
+            if clear && (!active_now || feasible(&state, &plan, &out.starts, now, None, Some(&p))) {
                 state.occupy(&p);
-                plan.ends.push((now + limit, plan.running.len() + out.starts.len()));
+                plan.ends
+                    .push((now + limit, plan.running.len() + out.starts.len()));
                 out.starts.push(Start {
                     job: job.id,
                     placement: p,

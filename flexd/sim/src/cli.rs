@@ -7,11 +7,11 @@ use super::compare::{self, CompareSpec};
 use super::gen::{generate, Category, GenSpec, KindMix, Oversize};
 use super::metrics::Metrics;
 use super::models::{Hardware, ModelKind};
+use super::sweep::{self, Shape, SweepSpec};
 use super::trace::{kind_name, Trace};
 use super::{ExecModel, RunResult, SimConfig, SimError};
 use clap::{Args, Parser, Subcommand};
 use flex_sched::{Order, Policy, PolicyKeys};
-use super::sweep::{self, Shape, SweepSpec};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -464,7 +464,6 @@ fn compare(a: CompareArgs) -> Result<(), SimError> {
             })
             .collect(),
         models: a.models,
-        window: a.sim.window,
         max_size: (a.max_size > 0).then_some(a.max_size),
         oversize: a.oversize,
         load: a.arrivals.load,
@@ -645,4 +644,48 @@ fn ratios_csv(c: &compare::Comparison) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flex_sched::PolicyKind;
+
+    /// flexd's compiled-in defaults and a site file give the policies flexd's config tests
+    /// assert for the same text (flexd/src/config.rs): both go through the core's PolicyKeys.
+    #[test]
+    fn flexd_config_gives_flexds_policy() {
+        assert_eq!(
+            policy_from_flexd_toml("", "f").unwrap(),
+            Policy::backfill(14)
+        );
+        let file = "policy = \"conservative\"\nbackfill_window = 0\nqueue_order = \"adaptive\"\naging_pct = 50\n";
+        assert_eq!(
+            policy_from_flexd_toml(file, "f").unwrap(),
+            Policy {
+                kind: PolicyKind::Conservative,
+                window: 0,
+                order: Order::Adaptive,
+                aging_pct: 50,
+            }
+        );
+        // flexd's other keys are not errors here
+        assert!(
+            policy_from_flexd_toml("nccl_mode = \"none\"\n[limits]\nmax_directives = 3", "f")
+                .is_ok()
+        );
+        let e = policy_from_flexd_toml("backfill_window = -1", "site.toml").unwrap_err();
+        assert_eq!(
+            e,
+            "site.toml: backfill_window: -1 must be between 0 and 1000000"
+        );
+        assert!(policy_from_flexd_toml("policy = 3", "f")
+            .unwrap_err()
+            .contains("must be a string"));
+        assert_eq!(
+            parse_policy("backfill:shortest").unwrap(),
+            Policy::backfill(14).ordered(Order::Shortest)
+        );
+        assert!(parse_policy("lottery").is_err());
+    }
 }

@@ -20,7 +20,6 @@ pub struct CompareSpec {
     /// Policies, each with its window.
     pub policies: Vec<Policy>,
     pub models: Vec<ModelKind>,
-    pub window: usize,
     /// Cap on job sizes (the paper's Figure 7 uses 4, which Static-MIG needs).
     pub max_size: Option<u32>,
     pub oversize: super::gen::Oversize,

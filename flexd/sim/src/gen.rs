@@ -259,7 +259,11 @@ pub fn generate(spec: &GenSpec) -> Result<Trace, String> {
     let mut limits = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x6c69_6d69_7473);
     let (lo, hi) = spec.limit_factor;
     for j in &mut jobs {
-        let f = if hi > lo { limits.gen_range(lo..=hi) } else { lo };
+        let f = if hi > lo {
+            limits.gen_range(lo..=hi)
+        } else {
+            lo
+        };
         j.time_limit_s = Some(user_limit(j.duration_s, f, spec.limit_granularity_s));
     }
 
@@ -345,9 +349,14 @@ mod tests {
         // limits: at least the duration, whole quarter hours, at most twice the run rounded up
         for j in &t.jobs {
             let l = j.time_limit_s.unwrap();
-            assert!(l >= j.duration_s && l % 900 == 0 && l <= (2 * j.duration_s).div_ceil(900) * 900);
+            assert!(
+                l >= j.duration_s && l % 900 == 0 && l <= (2 * j.duration_s).div_ceil(900) * 900
+            );
         }
-        assert!(t.jobs.iter().any(|j| j.time_limit_s.unwrap() < j.duration_s * 106 / 100));
+        assert!(t
+            .jobs
+            .iter()
+            .any(|j| j.time_limit_s.unwrap() < j.duration_s * 106 / 100));
         assert!(t.jobs.iter().all(|j| j.leaves <= 4));
         assert!(t.jobs.iter().all(|j| (600..=7200).contains(&j.duration_s)));
         assert_eq!(t.jobs[0].submit_s, 0);

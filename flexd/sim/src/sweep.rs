@@ -40,7 +40,12 @@ impl Shape {
         match self {
             Shape::Paper => generate(spec),
             Shape::Short => {
-                let base = generate(&GenSpec { jobs: None, ..spec.clone() })?.jobs.len();
+                let base = generate(&GenSpec {
+                    jobs: None,
+                    ..spec.clone()
+                })?
+                .jobs
+                .len();
                 generate(&GenSpec {
                     jobs: Some(3 * base),
                     duration_mix: [6.0, 1.0, 0.0],
@@ -177,7 +182,10 @@ pub fn run(spec: &SweepSpec, hw: &Hardware, mut tick: impl FnMut()) -> Result<Sw
                                 category,
                                 kind,
                                 seed,
-                                makespan_vs_base: ratio(m.makespan_s as f64, base.makespan_s as f64),
+                                makespan_vs_base: ratio(
+                                    m.makespan_s as f64,
+                                    base.makespan_s as f64,
+                                ),
                                 wait_vs_base: ratio(m.avg_wait_s, base.avg_wait_s),
                                 base_avg_wait_s: base.avg_wait_s,
                                 metrics: m,
@@ -249,12 +257,19 @@ impl Sweep {
         t.set_format(*prettytable::format::consts::FORMAT_BOX_CHARS);
         let vs = format!("÷ {}", self.baseline);
         t.set_titles(prettytable::row![
-            "shape", "category", "model", "policy", "makespan s", "mean wait s", "mean JCT s",
-            "makespan ÷ bound", format!("makespan {vs}"), format!("wait {vs}")
+            "shape",
+            "category",
+            "model",
+            "policy",
+            "makespan s",
+            "mean wait s",
+            "mean JCT s",
+            "makespan ÷ bound",
+            format!("makespan {vs}"),
+            format!("wait {vs}")
         ]);
-        let mm = |s: &Spread, d: usize| {
-            format!("{:.d$} ({:.d$}–{:.d$})", s.mean, s.min, s.max, d = d)
-        };
+        let mm =
+            |s: &Spread, d: usize| format!("{:.d$} ({:.d$}–{:.d$})", s.mean, s.min, s.max, d = d);
         for r in &self.rows {
             t.add_row(prettytable::row![
                 r.shape,
@@ -284,7 +299,11 @@ mod tests {
         let short = Shape::Short.trace(&g).unwrap();
         assert_eq!(short.jobs.len(), 3 * paper.jobs.len());
         let heavy = Shape::Heavy.trace(&g).unwrap();
-        assert!(heavy.jobs.iter().zip(&paper.jobs).all(|(h, p)| h.duration_s >= p.duration_s));
+        assert!(heavy
+            .jobs
+            .iter()
+            .zip(&paper.jobs)
+            .all(|(h, p)| h.duration_s >= p.duration_s));
         assert!(heavy.jobs.iter().any(|j| j.duration_s > 7200 * 3));
         assert!(heavy.jobs.iter().all(|j| j.limit_s() >= j.duration_s));
         let burst = Shape::Burst.trace(&g).unwrap();
@@ -311,7 +330,10 @@ mod tests {
         assert_eq!(s.runs.len(), 2 * 2 * 2);
         let base = &s.rows[0];
         assert_eq!((base.model, base.policy.as_str()), (ModelKind::Fm, "fifo"));
-        assert_eq!((base.makespan_vs_base.min, base.makespan_vs_base.max), (1.0, 1.0));
+        assert_eq!(
+            (base.makespan_vs_base.min, base.makespan_vs_base.max),
+            (1.0, 1.0)
+        );
         assert_eq!(base.wait_vs_base, 1.0);
         // the "all" rows follow the category rows
         assert!(s.rows.iter().any(|r| r.category == "all"));

@@ -213,25 +213,28 @@ fn no_overlaps(r: &RunResult) -> Result<(), String> {
     Ok(())
 }
 
-fn arb_case() -> impl Strategy<
-    Value = (
-        GenSpec,
-        ModelKind,
-        Policy,
-        u64,
-        &'static str,
-        usize,
-    ),
-> {
+fn arb_case() -> impl Strategy<Value = (GenSpec, ModelKind, Policy, u64, &'static str, usize)> {
     (
         0u64..10_000,
         prop::sample::select(Category::ALL.to_vec()),
         prop::sample::select(KindMix::ALL.to_vec()),
         prop::sample::select(ModelKind::ALL.to_vec()),
-        prop::sample::select(vec![PolicyKind::Fifo, PolicyKind::Backfill, PolicyKind::Conservative]),
+        prop::sample::select(vec![
+            PolicyKind::Fifo,
+            PolicyKind::Backfill,
+            PolicyKind::Conservative,
+        ]),
         prop::sample::select(vec![0.5, 1.0, 4.0]),
         100u64..=120,
-        (prop::sample::select(vec![0usize, 3, 14]), prop::sample::select(vec![Order::Submit, Order::Shortest, Order::Longest, Order::Adaptive])),
+        (
+            prop::sample::select(vec![0usize, 3, 14]),
+            prop::sample::select(vec![
+                Order::Submit,
+                Order::Shortest,
+                Order::Longest,
+                Order::Adaptive,
+            ]),
+        ),
         prop::sample::select(vec![
             ("a100-40gb-x2", 1usize),
             ("a100-40gb-x2", 2),
@@ -254,7 +257,12 @@ fn arb_case() -> impl Strategy<
                     g.max_size = Some(m);
                     g.oversize = o;
                 }
-                let policy = Policy { kind: policy, window, order, aging_pct: 100 };
+                let policy = Policy {
+                    kind: policy,
+                    window,
+                    order,
+                    aging_pct: 100,
+                };
                 (g, model, policy, drain, topo, hosts)
             },
         )

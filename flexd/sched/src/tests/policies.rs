@@ -10,10 +10,7 @@ fn limited(id: u64, leaves: u32, limit: u64) -> PendingJob {
 
 fn order_of(q: &[PendingJob], policy: &Policy, now: Time, submit: &[Time], units: u64) -> Vec<u64> {
     let mut v: Vec<&PendingJob> = q.iter().collect();
-    let load = Load {
-        units,
-        running_horizon: 0,
-    };
+    let load = Load { units };
     sort_queue(&mut v, policy, now, &|j| submit[j.id.0 as usize - 1], load);
     v.into_iter().map(|j| j.id.0).collect()
 }
@@ -26,12 +23,21 @@ fn shortest_and_longest_first_with_aging_and_priority_first() {
     assert_eq!(order_of(&q, &p, 0, &submit, 14), [1, 2, 3]);
     let sjf = p.ordered(Order::Shortest);
     assert_eq!(order_of(&q, &sjf, 0, &submit, 14), [2, 1, 3]);
-    assert_eq!(order_of(&q, &p.ordered(Order::Longest), 0, &submit, 14), [3, 1, 2]);
+    assert_eq!(
+        order_of(&q, &p.ordered(Order::Longest), 0, &submit, 14),
+        [3, 1, 2]
+    );
     // job 3 waited 2 h: at 100% aging it now looks 0 s long and goes first
     assert_eq!(order_of(&q, &sjf, 7200, &[7200, 7200, 0], 14), [3, 2, 1]);
     // without aging it stays last
-    let no_aging = Policy { aging_pct: 0, ..sjf };
-    assert_eq!(order_of(&q, &no_aging, 7200, &[7200, 7200, 0], 14), [2, 1, 3]);
+    let no_aging = Policy {
+        aging_pct: 0,
+        ..sjf
+    };
+    assert_eq!(
+        order_of(&q, &no_aging, 7200, &[7200, 7200, 0], 14),
+        [2, 1, 3]
+    );
     // priority comes before any order
     let mut hi = q.clone();
     hi[2].priority = 1;
@@ -62,7 +68,11 @@ fn conservative_does_not_backfill_a_job_that_delays_the_second_reservation() {
     // 14 leaves; a running job holds 10 until t=100
     let (c, run) = world(&["a100-40gb-x2"], &[(10, 100)]);
     assert_eq!(run.len(), 1);
-    let q = [limited(1, 12, 100), limited(2, 14, 100), limited(3, 2, 1000)];
+    let q = [
+        limited(1, 12, 100),
+        limited(2, 14, 100),
+        limited(3, 2, 1000),
+    ];
     // EASY: job 3 fits now and leaves the head its 12 leaves at t=100, so it starts, and job 2
     // (all 14 leaves) waits until t=1000
     let easy = schedule(&c, &q, &run, 0, &Policy::backfill(14));

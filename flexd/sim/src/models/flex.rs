@@ -49,7 +49,12 @@ impl SimModel for Cluster {
         // an even spread has no concentration overhead; one leaf none at all
         match job.request.leaves.unwrap_or(1) {
             0 | 1 => 1.0,
-            _ => 1.0 + exec.one_to_many.even_overhead.min(exec.one_to_many.max_overhead),
+            _ => {
+                1.0 + exec
+                    .one_to_many
+                    .even_overhead
+                    .min(exec.one_to_many.max_overhead)
+            }
         }
     }
 
