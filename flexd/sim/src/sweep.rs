@@ -54,7 +54,7 @@ impl Shape {
             }
             Shape::Heavy => {
                 let mut t = generate(spec)?;
-                let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x6865_6176_79);
+                let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x0068_6561_7679);
                 for j in &mut t.jobs {
                     let u: f64 = rng.gen();
                     let f = (1.0 - u).powf(-1.0 / 1.5).min(20.0);
