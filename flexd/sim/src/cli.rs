@@ -37,7 +37,7 @@ enum Command {
     Gen(GenArgs),
     /// Run every model and policy over generated traces and compare them.
     Compare(CompareArgs),
-    /// Policies × models over many seeds, categories, kinds and trace shapes: one table.
+    /// Policies x models over many seeds, categories, kinds and trace shapes: one table.
     Sweep(SweepArgs),
 }
 
