@@ -155,4 +155,8 @@ impl Model for Cluster {
     fn release(&mut self, a: &Allocation) {
         self.update(a.host, |h| h.release(a));
     }
+
+    fn units(&self) -> u64 {
+        self.hosts().map(|(_, h)| h.leaves.len() as u64).sum()
+    }
 }

@@ -508,3 +508,4 @@ fn a_head_without_a_reservation_blocks_but_is_not_failed() {
     assert_eq!(d.pending[0].estimated_start, None);
     assert_eq!(d.pending[1].reason, Reason::Priority);
 }
+mod policies;
