@@ -15,12 +15,17 @@ pub const DEFAULT_CONFIG: &str = include_str!("../../../etc/flexd.toml");
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
-/// The socket of the compiled-in default configuration.
+/// The socket of the compiled-in default configuration, and its script limits: the values
+/// etc/flexd.toml sets (a unit test checks that they agree), kept here so that a command does
+/// not parse the whole commented file each time it starts.
+pub const DEFAULT_SOCKET: &str = "/tmp/flexd.sock";
+const DEFAULT_LIMITS: Limits = Limits {
+    max_script_bytes: 4 << 20,
+    max_directives: 1000,
+};
+
 fn default_socket() -> PathBuf {
-    socket_key(DEFAULT_CONFIG, Path::new("etc/flexd.toml"))
-        .ok()
-        .flatten()
-        .expect("etc/flexd.toml sets `socket` (a unit test checks it)")
+    PathBuf::from(DEFAULT_SOCKET)
 }
 
 fn parse_table(text: &str, origin: &Path) -> Result<toml::Table, ConfigError> {
@@ -86,11 +91,7 @@ pub struct Limits {
 
 /// The limits of the configuration [`socket_path`] reads, over the compiled-in defaults.
 pub fn limits(get: impl Fn(&str) -> Option<String>) -> Result<Limits, ConfigError> {
-    let mut l = Limits {
-        max_script_bytes: 0,
-        max_directives: 0,
-    };
-    limits_in(DEFAULT_CONFIG, Path::new("etc/flexd.toml"), &mut l)?;
+    let mut l = DEFAULT_LIMITS;
     if let Some((path, text)) = config_file(&get)? {
         limits_in(&text, &path, &mut l)?;
     }
@@ -244,10 +245,20 @@ mod tests {
     }
 
     #[test]
+    fn the_defaults_are_what_etc_flexd_toml_says() {
+        let mut l = Limits {
+            max_script_bytes: 0,
+            max_directives: 0,
+        };
+        limits_in(DEFAULT_CONFIG, Path::new("etc/flexd.toml"), &mut l).unwrap();
+        assert_eq!(l, DEFAULT_LIMITS);
+    }
+
+    #[test]
     fn the_compiled_in_configuration_names_the_socket() {
         assert_eq!(
             socket_key(DEFAULT_CONFIG, Path::new("etc/flexd.toml")).unwrap(),
-            Some(PathBuf::from("/tmp/flexd.sock"))
+            Some(PathBuf::from(DEFAULT_SOCKET))
         );
     }
 }
