@@ -108,7 +108,10 @@ pub fn default_sigpipe() {
 
 /// Print `prog: error` to stderr and return the exit code: what every binary's `main` ends with.
 pub fn report(prog: &str, err: &Error) -> i32 {
-    eprintln!("{prog}: {err}");
+    // One line per problem (a script with several bad directives), each naming the command.
+    for line in err.to_string().lines() {
+        eprintln!("{prog}: {line}");
+    }
     err.exit_code()
 }
 

@@ -411,6 +411,22 @@ fn malformed_scripts_are_rejected_with_line_numbers_and_nothing_is_queued() {
             "{out:?}"
         );
     }
+    // Every bad line at once, each on its own line of the error.
+    let all =
+        "#!/bin/sh\n#SBATCH --time=abc\n#SBATCH -J fine\n#FLEX --leaves=0\n#SBATCH --mem=16X\n";
+    std::fs::write(dir.join("all.sh"), all).unwrap();
+    let out = cmd(&d, "flexsub")
+        .current_dir(&dir)
+        .arg("all.sh")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = text(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    for (line, at) in lines.iter().zip(["all.sh:2:", "all.sh:4:", "all.sh:5:"]) {
+        assert!(line.starts_with(&format!("flexsub: {at}")), "{err}");
+    }
     let out = cmd(&d, "flexsub")
         .args(["--leaves", "15", "--wrap", "true"])
         .output()
