@@ -282,6 +282,10 @@ fn flexsub_wait_returns_with_the_jobs_exit_code() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let out = run("#!/bin/sh\nsleep 30\n", &["--wait", "--time", "0:02"]);
     assert_eq!(out.status.code(), Some(1), "a timeout is exit 1: {out:?}");
+    assert!(
+        !text(&out.stderr).contains("note:"),
+        "a given --time needs no note: {out:?}"
+    );
 }
 
 #[test]

@@ -22,6 +22,7 @@ pub const DEFAULT_SOCKET: &str = "/tmp/flexd.sock";
 const DEFAULT_LIMITS: Limits = Limits {
     max_script_bytes: 4 << 20,
     max_directives: 1000,
+    default_time_limit_s: 3600,
 };
 
 fn default_socket() -> PathBuf {
@@ -87,6 +88,8 @@ fn config_file(
 pub struct Limits {
     pub max_script_bytes: u64,
     pub max_directives: u32,
+    /// `default_time_limit` (top level): what a job without `--time` gets, for flexsub's note.
+    pub default_time_limit_s: u64,
 }
 
 /// The limits of the configuration [`socket_path`] reads, over the compiled-in defaults.
@@ -101,6 +104,19 @@ pub fn limits(get: impl Fn(&str) -> Option<String>) -> Result<Limits, ConfigErro
 /// Take the limits a configuration sets into `l`.
 fn limits_in(text: &str, origin: &Path, l: &mut Limits) -> Result<(), ConfigError> {
     let table = parse_table(text, origin)?;
+    if let Some(v) = table.get("default_time_limit") {
+        l.default_time_limit_s = v
+            .as_str()
+            .and_then(|s| humantime::parse_duration(s).ok())
+            .map(|d| d.as_secs())
+            .filter(|&s| s > 0)
+            .ok_or_else(|| {
+                ConfigError(format!(
+                    "{}: default_time_limit = {v} is not valid",
+                    origin.display()
+                ))
+            })?;
+    }
     let Some(limits) = table.get("limits").and_then(|v| v.as_table()) else {
         return Ok(());
     };
@@ -199,7 +215,8 @@ mod tests {
             limits(get).unwrap(),
             Limits {
                 max_script_bytes: 70,
-                max_directives: 3
+                max_directives: 3,
+                default_time_limit_s: 3600,
             }
         );
         std::fs::write(&cfg, "[limits]\nmax_directives = \"many\"\n").unwrap();
@@ -249,6 +266,7 @@ mod tests {
         let mut l = Limits {
             max_script_bytes: 0,
             max_directives: 0,
+            default_time_limit_s: 0,
         };
         limits_in(DEFAULT_CONFIG, Path::new("etc/flexd.toml"), &mut l).unwrap();
         assert_eq!(l, DEFAULT_LIMITS);

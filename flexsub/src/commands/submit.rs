@@ -134,6 +134,8 @@ pub struct Built {
     pub spec: JobSpec,
     pub estimate: Option<Breakdown>,
     pub warnings: Vec<String>,
+    /// What flexsub filled in for the user (said on stderr, not a problem).
+    pub notes: Vec<String>,
 }
 
 /// The script text and the name it is known by in messages.
@@ -237,6 +239,14 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
     let mut s = Settings::default();
     let mut warnings = script::apply_directives(&shown, &text, &mut s).map_err(Error::Input)?;
     warnings.extend(apply_command_line(m, &mut s)?);
+    let mut notes = Vec::new();
+    if s.time_limit_s.is_none() {
+        // flexd fills in its default; say which, as a Slurm user reading the queue would ask.
+        notes.push(format!(
+            "no --time given; the job gets default_time_limit = {} from flexd's configuration",
+            crate::units::format_duration(limits.default_time_limit_s)
+        ));
+    }
     let estimate = match s.estimate_input().map_err(Error::Input)? {
         Some(input) => Some(estimate::estimate(&input)?),
         None => None,
@@ -269,6 +279,7 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
         spec,
         estimate,
         warnings,
+        notes,
     })
 }
 
@@ -298,10 +309,13 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
         path: ".".into(),
         source,
     })?;
-    let built = build(m, current_env(), &cwd)?;
+    let mut built = build(m, current_env(), &cwd)?;
     for w in &built.warnings {
         eprintln!("flexsub: warning: {w}");
     }
+    // Said once the job is accepted: a refused job needs no note about its defaults.
+    let notes = std::mem::take(&mut built.notes);
+    let say_notes = || notes.iter().for_each(|n| eprintln!("flexsub: note: {n}"));
     let w = |e: std::io::Error| Error::Input(format!("cannot write the output: {e}"));
     match action {
         Action::Submit { parsable, wait } => {
@@ -310,6 +324,7 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
                 Response::Submitted(flex_proto::SubmitReply { job }) => job,
                 other => return Err(crate::client::into_error(other)),
             };
+            say_notes();
             if parsable {
                 writeln!(out, "{job}").map_err(w)?;
             } else {
@@ -322,6 +337,7 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
         }
         Action::TestOnly { json } => {
             let ws = test_only(built.spec)?;
+            say_notes();
             if json {
                 let text = serde_json::to_string_pretty(&ws).expect("protocol types serialize");
                 writeln!(out, "{text}").map_err(w)?;
