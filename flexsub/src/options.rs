@@ -403,15 +403,13 @@ impl Settings {
         if self.mem_bytes.is_some() {
             return Err("--mem and --model both size GPU memory: give one".into());
         }
-        let (Some(batch_size), Some(seq_len), Some(mode)) =
-            (self.batch_size, self.seq_len, self.mode)
-        else {
-            return Err("--model needs --batch-size, --seq-len and --train or --infer".into());
+        let Some(mode) = self.mode else {
+            return Err("--model needs --train or --infer".into());
         };
         Ok(Some(crate::estimate::EstimateInput {
             model: model.clone(),
-            batch_size,
-            seq_len,
+            batch_size: self.batch_size.unwrap_or(1),
+            seq_len: self.seq_len,
             dtype: self.dtype,
             mode,
             margin: crate::estimate::DEFAULT_MARGIN,
@@ -529,11 +527,24 @@ mod tests {
         set(&mut s, "batch-size", "8").unwrap();
         assert!(s.estimate_input().unwrap_err().contains("need --model"));
         set(&mut s, "model", "/m").unwrap();
-        assert!(s.estimate_input().unwrap_err().contains("--seq-len"));
-        set(&mut s, "seq-len", "128").unwrap();
+        assert!(s
+            .estimate_input()
+            .unwrap_err()
+            .contains("--train or --infer"));
         s.apply(by_long("train").unwrap(), None).unwrap();
+        // Without --seq-len, the model's own context length (found when the model is read).
         let i = s.estimate_input().unwrap().unwrap();
-        assert_eq!((i.batch_size, i.seq_len, i.mode), (8, 128, Mode::Train));
+        assert_eq!((i.batch_size, i.seq_len), (8, None));
+        set(&mut s, "seq-len", "128").unwrap();
+        let i = s.estimate_input().unwrap().unwrap();
+        assert_eq!(
+            (i.batch_size, i.seq_len, i.mode),
+            (8, Some(128), Mode::Train)
+        );
+        let mut d = Settings::default();
+        set(&mut d, "model", "/m").unwrap();
+        d.apply(by_long("infer").unwrap(), None).unwrap();
+        assert_eq!(d.estimate_input().unwrap().unwrap().batch_size, 1);
         set(&mut s, "mem", "1G").unwrap();
         assert!(s.estimate_input().unwrap_err().contains("give one"));
     }

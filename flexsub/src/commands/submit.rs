@@ -79,8 +79,7 @@ pub fn command() -> Command {
         Arg::new("json")
             .long("json")
             .action(ArgAction::SetTrue)
-            .requires("test-only")
-            .help("With --test-only: print JSON"),
+            .help("With --test-only or --estimate-only: print JSON"),
     )
     .arg(
         Arg::new("script")
@@ -98,7 +97,41 @@ pub fn command() -> Command {
 enum Action {
     Submit { parsable: bool, wait: bool },
     TestOnly { json: bool },
-    EstimateOnly,
+    EstimateOnly { json: bool },
+}
+
+/// `--estimate-only`: the estimate, then whether and when it fits on this host (flexd's
+/// `--test-only` answer) or why it cannot be said. As JSON: `{"estimate": {...}, "on_this_host":
+/// {...} or null, "error": null or "why"}`.
+fn estimate_report(
+    out: &mut impl Write,
+    b: &Breakdown,
+    fit: Result<WouldStart, Error>,
+    json: bool,
+) -> Result<i32, Error> {
+    let w = |e: std::io::Error| Error::Input(format!("cannot write the output: {e}"));
+    // A refusal by flexd (too large for any host) is an answer; an unreachable flexd is not.
+    let code = match &fit {
+        Err(e @ Error::Daemon { .. }) => e.exit_code(),
+        _ => crate::error::exit::OK,
+    };
+    if json {
+        let v = serde_json::json!({
+            "estimate": b,
+            "on_this_host": fit.as_ref().ok(),
+            "error": fit.as_ref().err().map(|e| e.to_string()),
+        });
+        let text = serde_json::to_string_pretty(&v).expect("the estimate serializes");
+        writeln!(out, "{text}").map_err(w)?;
+        return Ok(code);
+    }
+    write!(out, "{}", b.render()).map_err(w)?;
+    match fit {
+        Ok(ws) => write!(out, "{}", table::estimate_fit(&ws, now())).map_err(w)?,
+        Err(e @ Error::Daemon { .. }) => writeln!(out, "on this host: {e}").map_err(w)?,
+        Err(e) => writeln!(out, "on this host: unavailable ({e})").map_err(w)?,
+    }
+    Ok(code)
 }
 
 /// sbatch's `--wait`: poll flexd until the job has ended, then exit as the job did: its exit
@@ -142,6 +175,10 @@ pub struct Built {
 fn load_script(m: &ArgMatches) -> Result<(String, String, Vec<String>), Error> {
     if let Some(cmd) = m.get_one::<String>("wrap") {
         return Ok((script::wrap(cmd), "wrap".into(), Vec::new()));
+    }
+    // An estimate needs no script: never wait for one on standard input.
+    if m.get_flag("estimate-only") && !m.contains_id("script") {
+        return Ok((script::wrap("true"), "estimate".into(), Vec::new()));
     }
     let mut words = m
         .get_many::<std::ffi::OsString>("script")
@@ -293,12 +330,16 @@ pub fn current_env() -> Vec<(String, String)> {
 
 /// Run flexsub with parsed arguments; returns the exit code.
 pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
+    let json = m.get_flag("json");
+    if json && !m.get_flag("estimate-only") && !m.get_flag("test-only") {
+        return Err(Error::Usage(
+            "--json goes with --test-only or --estimate-only".into(),
+        ));
+    }
     let action = if m.get_flag("estimate-only") {
-        Action::EstimateOnly
+        Action::EstimateOnly { json }
     } else if m.get_flag("test-only") {
-        Action::TestOnly {
-            json: m.get_flag("json"),
-        }
+        Action::TestOnly { json }
     } else {
         Action::Submit {
             parsable: m.get_flag("parsable"),
@@ -345,26 +386,19 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
                 write!(out, "{}", table::would_start(&ws, now())).map_err(w)?;
             }
         }
-        Action::EstimateOnly => {
-            let Some(b) = built.estimate.as_ref() else {
+        Action::EstimateOnly { json } => {
+            let Some(b) = built.estimate else {
                 return Err(Error::Usage(
                     "--estimate-only needs --model, on the command line or in a directive".into(),
                 ));
             };
-            write!(out, "{}", b.render()).map_err(w)?;
-            match Client::connect("flexsub")
+            let fit = Client::connect("flexsub")
                 .and_then(|mut c| c.call(&Request::TestOnly(built.spec)))
-            {
-                Ok(Response::WouldStart(ws)) => {
-                    write!(out, "{}", table::estimate_fit(&ws, now())).map_err(w)?
-                }
-                Ok(other) => return Err(crate::client::into_error(other)),
-                Err(e @ Error::Daemon { .. }) => {
-                    writeln!(out, "on this host: {e}").map_err(w)?;
-                    return Ok(e.exit_code());
-                }
-                Err(e) => writeln!(out, "on this host: unavailable ({e})").map_err(w)?,
-            }
+                .and_then(|r| match r {
+                    Response::WouldStart(ws) => Ok(ws),
+                    other => Err(crate::client::into_error(other)),
+                });
+            return estimate_report(out, &b, fit, json);
         }
     }
     Ok(crate::error::exit::OK)
