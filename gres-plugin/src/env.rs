@@ -55,7 +55,15 @@ pub struct JobEnvInput<'a> {
     pub nccl: &'a NcclMode,
     /// Also set SLURM_* aliases.
     pub slurm_aliases: bool,
+    /// Give bash scripts an `srun` that runs flexrun's Slurm personality (an exported shell
+    /// function, so nothing on disk and never in front of a real Slurm's srun: flexd sets it
+    /// only where none is installed).
+    pub srun: bool,
 }
+
+/// The `srun` a job script gets where no Slurm is installed: a bash function exported through
+/// the environment (bash reads `BASH_FUNC_<name>%%` at start), running `flexrun --srun`.
+pub const SRUN_FUNCTION: (&str, &str) = ("BASH_FUNC_srun%%", "() {  flexrun --srun \"$@\"\n}");
 
 /// The batch script's Flex variables (added to the submitter's environment).
 pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
@@ -121,9 +129,18 @@ pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
             ("SLURM_NNODES", "1".to_string()),
             ("SLURM_NTASKS", i.units.len().to_string()),
             ("SLURM_JOB_GPUS", gpus),
+            ("SLURM_GPUS_ON_NODE", i.units.len().to_string()),
             ("SLURM_JOB_CPUS_PER_NODE", i.cores.len().to_string()),
+            ("SLURM_CPUS_ON_NODE", i.cores.len().to_string()),
             ("SLURM_CPUS_PER_TASK", i.cores_per_unit.to_string()),
+            ("SLURM_TASKS_PER_NODE", i.units.len().to_string()),
+            ("SLURM_NODEID", "0".to_string()),
+            ("SLURM_PROCID", "0".to_string()),
+            ("SLURM_LOCALID", "0".to_string()),
         ]);
+    }
+    if i.srun {
+        v.push((SRUN_FUNCTION.0, SRUN_FUNCTION.1.to_string()));
     }
     v.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
@@ -277,7 +294,22 @@ pub fn rank_env(
         master_addr,
         master_port: plan.master_port,
     };
-    slot_env(&slot, &plan.nccl, ld_library_path)
+    let mut v = slot_env(&slot, &plan.nccl, ld_library_path);
+    if plan.world.is_none() {
+        // Slurm's task variables, for scripts written for srun; inside a real Slurm step
+        // Slurm sets its own.
+        v.extend(
+            [
+                ("SLURM_PROCID", rank_),
+                ("SLURM_LOCALID", local_rank),
+                ("SLURM_NODEID", 0),
+                ("SLURM_NTASKS", world_size),
+                ("SLURM_STEP_NUM_TASKS", world_size),
+            ]
+            .map(|(k, n)| (k.to_string(), n.to_string())),
+        );
+    }
+    v
 }
 
 /// Parse an NCCL mode as flexd.toml's `nccl_mode` and the Slurm plugin's `nccl=` argument
@@ -329,6 +361,7 @@ mod tests {
             master_port: 29512,
             nccl: &nccl,
             slurm_aliases: true,
+            srun: true,
         })
         .into_iter()
         .collect();
@@ -348,6 +381,12 @@ mod tests {
         assert_eq!(r["MASTER_PORT"], "29512");
         assert_eq!(r["LD_LIBRARY_PATH"], "/opt/nccl-mig/lib:/usr/lib");
         assert_eq!(r["FLEX_RANK_CPUS"], "16-17");
+        assert_eq!(
+            (r["SLURM_PROCID"].as_str(), r["SLURM_LOCALID"].as_str()),
+            ("2", "2")
+        );
+        assert_eq!(r["SLURM_NTASKS"], "4");
+        assert_eq!(env["BASH_FUNC_srun%%"], "() {  flexrun --srun \"$@\"\n}");
     }
 
     #[test]
@@ -369,6 +408,7 @@ mod tests {
             master_port: 1,
             nccl: &NcclMode::None,
             slurm_aliases: false,
+            srun: false,
         })
         .into_iter()
         .collect();

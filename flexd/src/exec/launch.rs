@@ -102,6 +102,7 @@ impl Launcher {
             master_port: port,
             nccl: &l.nccl,
             slurm_aliases: l.slurm_aliases,
+            srun: false,
         }));
         env.push(("MASTER_PORT".into(), port.to_string()));
         let expand = |p: &str| expand_pattern(p, l.job.0, &row.name, &row.user);

@@ -9,7 +9,10 @@
 //! ranks' groups. flexrun exits with the status of the first rank to fail; the other ranks then
 //! get SIGTERM after a grace period and SIGKILL [`KILL_AFTER`] later.
 
+mod srun;
 mod watchdog;
+
+pub use srun::srun_args;
 
 use crate::error::{exit, Error};
 use clap::Parser;
@@ -161,7 +164,7 @@ fn spawn_rank(
 /// Run the ranks to the end; returns flexrun's exit code.
 pub fn run(a: &Args) -> Result<i32, Error> {
     // A Flex job's plan, or inside a Slurm allocation Slurm's (gres_plugin::slurm::step).
-    let plan =
+    let mut plan =
         gres_plugin::slurm::step::flexrun_plan(&|k| std::env::var(k).ok()).map_err(Error::Input)?;
     let n = match a.ntasks {
         Some(n) if n as usize > plan.uuids.len() => {
@@ -173,6 +176,9 @@ pub fn run(a: &Args) -> Result<i32, Error> {
         Some(n) => n as usize,
         None => plan.uuids.len(),
     };
+    // Fewer ranks than leaves: the world is the ranks that run (WORLD_SIZE = n).
+    plan.uuids.truncate(n);
+    plan.cores.truncate(n);
     // Forked while flexrun is still single-threaded.
     let mut watchdog = match watchdog::Watchdog::start() {
         Ok(w) => Some(w),
