@@ -89,6 +89,7 @@ fn spec() -> JobSpec {
             placement: None,
         },
         account: Some("vision".into()),
+        queue: Default::default(),
     }
 }
 
