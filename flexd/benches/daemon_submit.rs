@@ -173,6 +173,7 @@ fn throughput(clients: usize, total: usize) {
         &Request::Cancel(flex_proto::CancelRequest {
             jobs: all,
             signal: None,
+            tasks: vec![],
         }),
     );
     while job_state(&mut c, blocker).is_some_and(|s| !s.is_finished()) {

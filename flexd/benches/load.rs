@@ -317,7 +317,11 @@ fn main() {
         let jobs = v.into_iter().map(|j| j.id).collect();
         call(
             &mut c,
-            &Request::Cancel(flex_proto::CancelRequest { jobs, signal: None }),
+            &Request::Cancel(flex_proto::CancelRequest {
+                jobs,
+                signal: None,
+                tasks: vec![],
+            }),
         );
     }
     std::thread::sleep(Duration::from_millis(1500));

@@ -536,7 +536,7 @@ impl State {
                     }
                 }
             }
-            s => Err(format!("job {id} has already finished ({s})")),
+            s => Err(format!("job {} has already finished ({s})", self.shown(id))),
         }
     }
 

@@ -27,9 +27,21 @@ pub struct JobSpec {
     pub stderr: Option<String>,
     pub request: ResourceRequest,
     pub account: Option<String>,
-    /// Arrays, dependencies, hold and requeue (absent from protocol-v2 frames).
-    #[serde(default)]
+    /// Arrays, dependencies, hold and requeue (left out when there are none, as in the
+    /// first protocol-v2 frames).
+    #[serde(default, skip_serializing_if = "QueueOptions::is_plain")]
     pub queue: QueueOptions,
+}
+
+pub(crate) fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl QueueOptions {
+    /// Nothing asked: a plain job.
+    pub fn is_plain(&self) -> bool {
+        *self == QueueOptions::default()
+    }
 }
 
 /// How a submission waits in the queue: `--array`, `--dependency`, `--hold`, `--requeue`.

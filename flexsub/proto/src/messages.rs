@@ -27,7 +27,7 @@ pub struct QueueFilter {
     #[serde(default)]
     pub after: Option<JobId>,
     /// How rows show array tasks; None (older clients): each task as a plain job id.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrays: Option<ArrayRows>,
 }
 
@@ -105,7 +105,7 @@ pub struct CancelRequest {
     pub signal: Option<i32>,
     /// Array tasks (`12_3`, `12_[3-5]`); a plain id in `jobs` that is an array's job id
     /// names every task of the array.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<JobRef>,
 }
 
@@ -170,6 +170,12 @@ pub struct AcctRecord {
     /// What it held, in rank order (empty when it never started).
     pub leaves: Vec<AcctLeaf>,
     pub cores: Vec<u32>,
+    /// The array it is a task of (shown `12_3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<crate::job::ArrayTask>,
+    /// How often it was requeued (its earlier runs are kept in the database).
+    #[serde(default, skip_serializing_if = "crate::job::is_zero")]
+    pub restarts: u32,
 }
 
 /// A host's capacity, for utilization.
