@@ -296,8 +296,8 @@ mod tests {
                 "job.sh:2: #FLEX -J 'open: unclosed ' quote",
             ),
             (
-                "#!/bin/sh\n#SBATCH -o slurm-%A.out\n",
-                "job.sh:2: #SBATCH -o slurm-%A.out: invalid output pattern",
+                "#!/bin/sh\n#SBATCH -o slurm-%N.out\n",
+                "job.sh:2: #SBATCH -o slurm-%N.out: invalid output pattern",
             ),
         ];
         for (script, want) in cases {

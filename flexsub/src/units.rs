@@ -411,13 +411,17 @@ mod tests {
             expand_output_pattern("o-%j-%x-%u-%%", 7, "train", "ann").unwrap(),
             "o-7-train-ann-%"
         );
-        for s in ["slurm-%A.out", "a%", "%5j", ""] {
+        assert_eq!(
+            expand_output_pattern("%A_%a", 7, "", "").unwrap(),
+            "7_4294967294"
+        );
+        for s in ["slurm-%N.out", "a%", "%5j", ""] {
             assert!(parse_output_pattern(s).is_err(), "{s}");
         }
-        let e = parse_output_pattern("slurm-%A.out")
+        let e = parse_output_pattern("slurm-%N.out")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("\"%A\""), "{e}");
+        assert!(e.contains("\"%N\""), "{e}");
     }
 
     #[test]

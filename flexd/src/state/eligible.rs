@@ -294,7 +294,14 @@ impl State {
         let mut all = Deps::Ok;
         for id in targets {
             let st = self.jobs[&id].row.state;
+            // A dependee that waits on a dependency that can never hold never starts.
+            let stuck = st == JobState::Pending
+                && self
+                    .groups
+                    .get(&group_id(&self.jobs[&id]))
+                    .is_some_and(|g| matches!(g.deps, Deps::Never(_)));
             let d = match kind {
+                _ if stuck => Deps::Never(format!("job {} can never start", self.shown(id))),
                 DepKind::After if st != JobState::Pending => Deps::Ok,
                 DepKind::AfterAny if st.is_finished() => Deps::Ok,
                 DepKind::AfterOk | DepKind::AfterCorr if st == JobState::Completed => Deps::Ok,

@@ -26,6 +26,8 @@ pub(crate) mod control;
 mod eligible;
 mod queue;
 mod recover;
+#[cfg(test)]
+mod tests;
 pub(crate) use eligible::group_id;
 use eligible::Group;
 use queue::Queue;
