@@ -107,6 +107,10 @@ fn main() {
         "scheduling pass with {} pending tasks ({} arrays): {n} passes in 6 s, mean {:.3} ms",
         pending + 5 * tasks,
         6,
-        if n == 0 { 0.0 } else { (s1 - s0) / n as f64 * 1e3 }
+        if n == 0 {
+            0.0
+        } else {
+            (s1 - s0) / n as f64 * 1e3
+        }
     );
 }

@@ -25,15 +25,28 @@ fn run(d: &Daemon, cmd: &str, args: &[&str]) -> Output {
 /// `flexsub --parsable ARGS SCRIPT` with `body` as the script; the job id it printed.
 fn submit(d: &Daemon, dir: &Path, name: &str, args: &[&str], body: &str) -> JobId {
     let script = dir.join(format!("{name}.sh"));
-    std::fs::write(&script, format!("#!/bin/sh\ncd {}\n{body}\n", dir.display())).unwrap();
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ncd {}\n{body}\n", dir.display()),
+    )
+    .unwrap();
     let mut all = vec!["--parsable", "-J", name, "-D"];
     let dir_s = dir.to_str().unwrap();
     all.push(dir_s);
     all.extend(args);
     all.push(script.to_str().unwrap());
     let out = run(d, "flexsub", &all);
-    assert!(out.status.success(), "flexsub {all:?}: {}", text(&out.stderr));
-    JobId(text(&out.stdout).trim().parse().expect("--parsable prints the id"))
+    assert!(
+        out.status.success(),
+        "flexsub {all:?}: {}",
+        text(&out.stderr)
+    );
+    JobId(
+        text(&out.stdout)
+            .trim()
+            .parse()
+            .expect("--parsable prints the id"),
+    )
 }
 
 fn view(d: &Daemon, id: JobId) -> JobView {
@@ -69,7 +82,13 @@ fn an_array_runs_every_task_with_its_index_and_never_more_than_its_throttle() {
     let body = "mkdir -p running\ntouch running/$SLURM_ARRAY_TASK_ID\nls running | wc -l >> counts\n\
                 echo $FLEX_ARRAY_TASK_ID $SLURM_ARRAY_JOB_ID $SLURM_ARRAY_TASK_COUNT > task-$SLURM_ARRAY_TASK_ID\n\
                 sleep 1\nrm running/$SLURM_ARRAY_TASK_ID";
-    let id = submit(&d, &w, "arr", &["--array=0-5%2", "-o", "out-%A_%a.txt"], body);
+    let id = submit(
+        &d,
+        &w,
+        "arr",
+        &["--array=0-5%2", "-o", "out-%A_%a.txt"],
+        body,
+    );
     // Pending tasks share one row; -r shows each.
     let q = text(&run(&d, "flexq", &[]).stdout);
     assert!(q.contains(&format!("{id}_")), "{q}");
@@ -83,10 +102,17 @@ fn an_array_runs_every_task_with_its_index_and_never_more_than_its_throttle() {
         assert!(w.join(format!("out-{id}_{k}.txt")).exists());
     }
     let counts = std::fs::read_to_string(w.join("counts")).unwrap();
-    let most = counts.lines().map(|l| l.trim().parse::<u32>().unwrap()).max();
+    let most = counts
+        .lines()
+        .map(|l| l.trim().parse::<u32>().unwrap())
+        .max();
     assert!(most.is_some_and(|n| n <= 2), "tasks at once: {counts}");
     // Accounting records each task as ARRAY_INDEX.
-    let acct = run(&d, "flexacct", &["-P", "-n", "-o", "jobid,state", "-j", &id.to_string()]);
+    let acct = run(
+        &d,
+        "flexacct",
+        &["-P", "-n", "-o", "jobid,state", "-j", &id.to_string()],
+    );
     let acct = text(&acct.stdout);
     for k in 0..6 {
         assert!(acct.contains(&format!("{id}_{k}|COMPLETED")), "{acct}");
@@ -99,13 +125,28 @@ fn an_afterok_pipeline_runs_in_order_and_a_failed_step_blocks_the_rest() {
     let w = d.scratch("pipe");
     let gate = "while [ ! -e go ]; do sleep 0.05; done";
     let a = submit(&d, &w, "a", &[], &format!("{gate}\necho a >> order"));
-    let b = submit(&d, &w, "b", &[&format!("--dependency=afterok:{a}")], "echo b >> order");
-    let c = submit(&d, &w, "c", &["-d", &format!("afterok:{b}")], "echo c >> order");
+    let b = submit(
+        &d,
+        &w,
+        "b",
+        &[&format!("--dependency=afterok:{a}")],
+        "echo b >> order",
+    );
+    let c = submit(
+        &d,
+        &w,
+        "c",
+        &["-d", &format!("afterok:{b}")],
+        "echo c >> order",
+    );
     wait_reason(&d, b, "Dependency");
     wait_reason(&d, c, "Dependency");
     std::fs::write(w.join("go"), "").unwrap();
     assert_eq!(d.wait_finished(c).state, JobState::Completed);
-    assert_eq!(std::fs::read_to_string(w.join("order")).unwrap(), "a\nb\nc\n");
+    assert_eq!(
+        std::fs::read_to_string(w.join("order")).unwrap(),
+        "a\nb\nc\n"
+    );
 
     let a2 = submit(&d, &w, "a2", &[], "exit 3");
     let b2 = submit(&d, &w, "b2", &["-d", &format!("afterok:{a2}")], "true");
@@ -114,9 +155,17 @@ fn an_afterok_pipeline_runs_in_order_and_a_failed_step_blocks_the_rest() {
     wait_reason(&d, b2, "DependencyNeverSatisfied");
     wait_reason(&d, c2, "DependencyNeverSatisfied");
     // Unknown dependees are refused, named.
-    let out = run(&d, "flexsub", &["--dependency=afterany:999999", "--wrap", "true"]);
+    let out = run(
+        &d,
+        "flexsub",
+        &["--dependency=afterany:999999", "--wrap", "true"],
+    );
     assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("999999"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("999999"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -127,7 +176,10 @@ fn kill_invalid_depend_cancels_what_can_never_start() {
     let b = submit(&d, &w, "b", &["-d", &format!("afternotok:{a}")], "true");
     let v = d.wait_finished(b);
     assert_eq!(v.state, JobState::Cancelled);
-    assert!(v.reason.unwrap_or_default().contains("DependencyNeverSatisfied"));
+    assert!(v
+        .reason
+        .unwrap_or_default()
+        .contains("DependencyNeverSatisfied"));
 }
 
 #[test]
@@ -161,7 +213,10 @@ fn hold_release_and_who_may_do_them() {
     ] {
         let e = control_as(&d, NOBODY, action, id);
         let e = e[0].as_deref().unwrap_or_default();
-        assert!(e.contains("permission denied") && e.contains(&id.to_string()), "{e}");
+        assert!(
+            e.contains("permission denied") && e.contains(&id.to_string()),
+            "{e}"
+        );
     }
     // Root's hold is JobHeldAdmin (these tests run as root).
     let out = run(&d, "flexcontrol", &["hold", &id.to_string()]);
@@ -196,13 +251,21 @@ fn a_running_job_is_requeued_under_its_id_and_runs_again() {
     assert_eq!((v.state, v.restarts), (JobState::Completed, 1));
     let db = rusqlite::Connection::open(d.db_path()).unwrap();
     let kept: i64 = db
-        .query_row("SELECT count(*) FROM job_runs WHERE job = ?1", [id.0 as i64], |r| r.get(0))
+        .query_row(
+            "SELECT count(*) FROM job_runs WHERE job = ?1",
+            [id.0 as i64],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(kept, 1, "the first run is kept");
     let no = submit(&d, &w, "norq", &["--no-requeue"], "true");
     d.wait_finished(no);
     let out = run(&d, "flexcontrol", &["requeue", &no.to_string()]);
-    assert!(text(&out.stderr).contains("--no-requeue"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--no-requeue"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -238,6 +301,9 @@ fn an_array_over_max_array_size_is_refused_whole() {
     let out = run(&d, "flexsub", &["--array=0-5", "--wrap", "true"]);
     assert!(!out.status.success());
     let e = text(&out.stderr);
-    assert!(e.contains("max_array_size = 5") && e.contains("6 tasks"), "{e}");
+    assert!(
+        e.contains("max_array_size = 5") && e.contains("6 tasks"),
+        "{e}"
+    );
     assert!(text(&run(&d, "flexq", &["-h"]).stdout).trim().is_empty());
 }

@@ -14,7 +14,11 @@ const TASKS: u64 = 8;
 
 fn submit(d: &Daemon, dir: &Path, name: &str, args: &[&str], body: &str) -> JobId {
     let script = dir.join(format!("{name}.sh"));
-    std::fs::write(&script, format!("#!/bin/sh\ncd {}\n{body}\n", dir.display())).unwrap();
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ncd {}\n{body}\n", dir.display()),
+    )
+    .unwrap();
     let out = d
         .cmd("flexsub")
         .args(["--parsable", "-J", name])
@@ -23,7 +27,11 @@ fn submit(d: &Daemon, dir: &Path, name: &str, args: &[&str], body: &str) -> JobI
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     JobId(text.trim().parse().unwrap())
 }
 
@@ -44,9 +52,27 @@ fn a_half_started_array_and_its_dependents_survive_kill_9() {
     let task = "echo $SLURM_ARRAY_TASK_ID >> started\n\
                 while [ ! -e go-$SLURM_ARRAY_TASK_ID ]; do sleep 0.05; done\n\
                 echo $SLURM_ARRAY_TASK_ID >> ended";
-    let array = submit(&d, &w, "arr", &[&format!("--array=0-{}%3", TASKS - 1)], task);
-    let after = submit(&d, &w, "after", &["-d", &format!("afterok:{array}")], "wc -l < ended > seen");
-    let chain = submit(&d, &w, "chain", &["-d", &format!("afterok:{after}")], "echo ok > chain");
+    let array = submit(
+        &d,
+        &w,
+        "arr",
+        &[&format!("--array=0-{}%3", TASKS - 1)],
+        task,
+    );
+    let after = submit(
+        &d,
+        &w,
+        "after",
+        &["-d", &format!("afterok:{array}")],
+        "wc -l < ended > seen",
+    );
+    let chain = submit(
+        &d,
+        &w,
+        "chain",
+        &["-d", &format!("afterok:{after}")],
+        "echo ok > chain",
+    );
     wait_for("three tasks started", || {
         (counts(&w.join("started")).len() == 3).then_some(())
     });
@@ -68,7 +94,11 @@ fn a_half_started_array_and_its_dependents_survive_kill_9() {
     let ended = counts(&w.join("ended"));
     for k in 0..TASKS {
         let k = k.to_string();
-        assert_eq!(started.get(&k), Some(&1), "task {k} started once: {started:?}");
+        assert_eq!(
+            started.get(&k),
+            Some(&1),
+            "task {k} started once: {started:?}"
+        );
         assert_eq!(ended.get(&k), Some(&1), "task {k} ended once: {ended:?}");
     }
     for k in 0..TASKS {

@@ -19,7 +19,10 @@ pub(crate) fn array_env(
         ("JOB_ID", task.job.0.to_string()),
         ("TASK_ID", task.index.to_string()),
         ("TASK_COUNT", indices.len().to_string()),
-        ("TASK_MIN", indices.first().copied().unwrap_or(0).to_string()),
+        (
+            "TASK_MIN",
+            indices.first().copied().unwrap_or(0).to_string(),
+        ),
         ("TASK_MAX", indices.last().copied().unwrap_or(0).to_string()),
         ("TASK_STEP", step.to_string()),
     ];
@@ -53,7 +56,10 @@ mod tests {
         assert_eq!(env["SLURM_ARRAY_JOB_ID"], "12");
         assert_eq!(env["FLEX_ARRAY_TASK_ID"], "5");
         assert_eq!(env["SLURM_ARRAY_TASK_COUNT"], "5");
-        assert_eq!((&*env["FLEX_ARRAY_TASK_MIN"], &*env["FLEX_ARRAY_TASK_MAX"]), ("1", "9"));
+        assert_eq!(
+            (&*env["FLEX_ARRAY_TASK_MIN"], &*env["FLEX_ARRAY_TASK_MAX"]),
+            ("1", "9")
+        );
         assert_eq!(env["SLURM_ARRAY_TASK_STEP"], "2");
         assert!(!array_env(&task, &spec, false)
             .iter()

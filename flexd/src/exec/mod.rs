@@ -11,8 +11,8 @@
 //! - [`affinity`]: model cores to real CPUs.
 //! - [`cgroup`]: a cgroup v2 per job where the host allows it, so nothing the job forks escapes.
 
-pub(crate) mod array;
 pub(crate) mod affinity;
+pub(crate) mod array;
 pub(crate) mod cgroup;
 pub mod files;
 pub(crate) mod launch;
@@ -109,7 +109,10 @@ mod tests {
             job: gres_plugin::JobId(12),
             index: 3,
         };
-        assert_eq!(expand_pattern("%A_%a-%j", 15, "", "", Some(task)), "12_3-15");
+        assert_eq!(
+            expand_pattern("%A_%a-%j", 15, "", "", Some(task)),
+            "12_3-15"
+        );
     }
 
     #[test]

@@ -21,7 +21,10 @@ impl State {
     /// Hold a pending job (`root`: JobHeldAdmin), or release it.
     pub(crate) fn set_hold(&mut self, id: JobId, hold: bool, root: bool) -> Result<(), String> {
         let shown = self.shown(id);
-        let j = self.jobs.get_mut(&id).ok_or(format!("job {shown} not found"))?;
+        let j = self
+            .jobs
+            .get_mut(&id)
+            .ok_or(format!("job {shown} not found"))?;
         if j.row.state != JobState::Pending {
             return Err(format!("job {shown} is {}, not pending", j.row.state));
         }
@@ -54,7 +57,10 @@ impl State {
     /// supervisor gives it the kill grace), a finished one at once.
     pub(crate) fn requeue(&mut self, id: JobId, hold: bool, now: u64) -> Result<(), String> {
         let shown = self.shown(id);
-        let j = self.jobs.get_mut(&id).ok_or(format!("job {shown} not found"))?;
+        let j = self
+            .jobs
+            .get_mut(&id)
+            .ok_or(format!("job {shown} not found"))?;
         if !j.row.q.requeue {
             return Err(format!(
                 "job {shown} was submitted with --no-requeue and cannot be requeued"
@@ -120,7 +126,10 @@ impl State {
     /// Apply `flexcontrol update` changes (checked by the caller for who may make them).
     pub(crate) fn update(&mut self, id: JobId, changes: &[Change]) -> Result<(), String> {
         let shown = self.shown(id);
-        let j = self.jobs.get_mut(&id).ok_or(format!("job {shown} not found"))?;
+        let j = self
+            .jobs
+            .get_mut(&id)
+            .ok_or(format!("job {shown} not found"))?;
         let mut u = Update {
             job: id,
             name: None,

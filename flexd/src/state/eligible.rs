@@ -371,7 +371,13 @@ impl State {
             let Some(first) = self.groups.get(gid).and_then(Group::first_pending) else {
                 continue;
             };
-            for t in self.jobs[&first].row.q.dependency.iter().flat_map(|d| &d.terms) {
+            for t in self.jobs[&first]
+                .row
+                .q
+                .dependency
+                .iter()
+                .flat_map(|d| &d.terms)
+            {
                 if let DepTerm::On { job, .. } = t {
                     out.insert(job.job);
                 }

@@ -107,12 +107,19 @@ fn an_array_is_a_few_queue_entries_and_keeps_to_its_throttle() {
     add(&s, &mut st, 1, 14, array("0-999"));
     assert_eq!(st.pending_count(), 2);
     assert_eq!(st.schedule(&s, NOW), 1);
-    assert_eq!(st.pending_count(), 2, "the next task took the started one's place");
+    assert_eq!(
+        st.pending_count(),
+        2,
+        "the next task took the started one's place"
+    );
     let (mut st, _) = state();
     let first = add(&s, &mut st, 1, 1, array("0-99%3"));
     assert_eq!(st.schedule(&s, NOW), 3);
     assert_eq!(st.schedule(&s, NOW), 0, "the throttle holds the rest back");
-    assert_eq!(state_of(&st, JobId(50)).1.as_deref(), Some("JobArrayTaskLimit"));
+    assert_eq!(
+        state_of(&st, JobId(50)).1.as_deref(),
+        Some("JobArrayTaskLimit")
+    );
     end(&mut st, first, JobState::Completed);
     assert_eq!(st.schedule(&s, NOW), 1);
     assert_eq!(st.running_jobs().count(), 3);
@@ -150,7 +157,9 @@ fn dependencies_decide_eligibility_before_the_pass() {
     st.schedule(&s, NOW);
     let (state, why) = state_of(&st, g);
     assert_eq!(state, JobState::Cancelled);
-    assert!(why.unwrap().starts_with("DependencyNeverSatisfied: job 1 completed"));
+    assert!(why
+        .unwrap()
+        .starts_with("DependencyNeverSatisfied: job 1 completed"));
 }
 
 #[test]

@@ -12,9 +12,9 @@ pub mod schema;
 pub(crate) mod writer;
 
 use flex_proto::{AllocView, JobSpec, JobState, LeafView};
-pub(crate) use queueing::{Hold, Queueing, Update};
 use flex_sched::Allocation;
 use gres_plugin::{HostId, HostModel, JobId, Request as ResourceRequest};
+pub(crate) use queueing::{Hold, Queueing, Update};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -383,8 +383,12 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
         j.priority,
         j.submit_time as i64,
         tasks.as_ref().map(|t| t[0]),
-        q.array.as_ref().map(|a| serde_json::to_string(a).expect("arrays serialize")),
-        q.dependency.as_ref().map(|d| serde_json::to_string(d).expect("dependencies serialize")),
+        q.array
+            .as_ref()
+            .map(|a| serde_json::to_string(a).expect("arrays serialize")),
+        q.dependency
+            .as_ref()
+            .map(|d| serde_json::to_string(d).expect("dependencies serialize")),
         Hold::submitted(q.hold).code(),
         q.requeue.unwrap_or(true),
     ])?;

@@ -98,9 +98,7 @@ pub(super) fn from_row(id: u64, r: &rusqlite::Row, at: usize) -> Result<Queueing
             index,
         }),
         throttle: r.get(at + 2)?,
-        dependency: dependency
-            .map(|d| json(id, "dependency", &d))
-            .transpose()?,
+        dependency: dependency.map(|d| json(id, "dependency", &d)).transpose()?,
         hold: Hold::from_code(r.get(at + 4)?),
         requeue: r.get(at + 5)?,
         restarts: r.get(at + 6)?,
@@ -216,5 +214,12 @@ pub(super) fn requeue(
          WHERE id = ?1",
     )?
     .execute(params![job.0 as i64, time as i64, hold.code()])?;
-    event(tx, job, time, Some(from), JobState::Pending, Some("requeued"))
+    event(
+        tx,
+        job,
+        time,
+        Some(from),
+        JobState::Pending,
+        Some("requeued"),
+    )
 }

@@ -326,7 +326,12 @@ mod tests {
         assert_eq!((d.any, d.terms.len()), (false, 3));
         assert_eq!(d.to_string(), "afterok:12,afterok:13_2,singleton");
         assert!(Dependency::parse("afterok:1?afterany:2").unwrap().any);
-        for bad in ["afterok", "before:3", "afterok:1,afterany:2?after:3", "afterok:x"] {
+        for bad in [
+            "afterok",
+            "before:3",
+            "afterok:1,afterany:2?after:3",
+            "afterok:x",
+        ] {
             assert!(Dependency::parse(bad).is_err(), "{bad}");
         }
     }

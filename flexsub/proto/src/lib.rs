@@ -36,9 +36,9 @@ pub mod rows;
 mod tests;
 pub mod text;
 
-pub use frame::{decode, encode, read_body, read_frame, write_frame, FrameError};
 pub use array::{ArraySpec, DepKind, DepTerm, Dependency, JobRef, TaskRange};
-pub use job::{AllocView, ArrayTask, Env, QueueOptions, JobSpec, JobState, JobView, LeafView};
+pub use frame::{decode, encode, read_body, read_frame, write_frame, FrameError};
+pub use job::{AllocView, ArrayTask, Env, JobSpec, JobState, JobView, LeafView, QueueOptions};
 pub use messages::*;
 pub use rows::{read_queue_rows, thousandths, units_text, QueueRow, QueueRows};
 

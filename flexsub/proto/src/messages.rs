@@ -82,7 +82,9 @@ pub enum ControlAction {
     Release,
     /// Put a running or finished job back in the queue (a running one is ended first), held
     /// when `hold`.
-    Requeue { hold: bool },
+    Requeue {
+        hold: bool,
+    },
     /// `key=value` pairs: TimeLimit, JobName, Priority and Nice (root).
     Update(Vec<(String, String)>),
     /// The jobs in full.

@@ -95,7 +95,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for QueueRow<'a> {
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a queue row of 10 or 11 elements")
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Self::Value, A::Error> {
                 use serde::de::Error;
                 let mut n = 0;
                 macro_rules! next {

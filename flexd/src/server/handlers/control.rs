@@ -148,7 +148,11 @@ fn show(st: &State, refs: &[JobRef]) -> Response {
         if ids.is_empty() {
             return err(ErrorKind::NotFound, format!("job {r} not found"));
         }
-        jobs.extend(ids.into_iter().filter_map(|id| st.job(id)).map(|j| st.view(j)));
+        jobs.extend(
+            ids.into_iter()
+                .filter_map(|id| st.job(id))
+                .map(|j| st.view(j)),
+        );
     }
     Response::Queue(QueuePage { jobs, next: None })
 }

@@ -37,7 +37,9 @@ fn selected<'a>(st: &'a State, f: &'a QueueFilter) -> impl Iterator<Item = &'a J
                 .iter()
                 .any(|u| *u == r.user || u.parse::<u32>() == Ok(r.uid)))
             && (f.states.is_empty() || f.states.contains(&r.state))
-            && (f.jobs.is_empty() || f.jobs.contains(&r.id) || array.is_some_and(|a| f.jobs.contains(&a)))
+            && (f.jobs.is_empty()
+                || f.jobs.contains(&r.id)
+                || array.is_some_and(|a| f.jobs.contains(&a)))
             && (!r.state.is_finished()
                 || f.include_finished
                 || f.jobs.contains(&r.id)
