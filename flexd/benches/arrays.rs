@@ -32,10 +32,10 @@ fn spec(workdir: &Path, leaves: u32, array: Option<&str>) -> JobSpec {
         stderr: None,
         request: ResourceRequest::leaves(leaves, 3600),
         account: None,
-        queue: QueueOptions {
+        queue: Box::new(QueueOptions {
             array: array.map(|a| ArraySpec::parse(a).unwrap()),
             ..QueueOptions::default()
-        },
+        }),
     }
 }
 

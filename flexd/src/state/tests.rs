@@ -58,7 +58,7 @@ fn spec(leaves: u32, queue: QueueOptions) -> JobSpec {
         stderr: None,
         request: ResourceRequest::leaves(leaves, 600),
         account: None,
-        queue,
+        queue: Box::new(queue),
     }
 }
 

@@ -35,6 +35,8 @@ pub enum StoreError {
     },
     #[error("database: {0}")]
     Sql(#[from] rusqlite::Error),
+    #[error("database: array {array}: task {task} got id {got}, not the next one")]
+    ArrayIds { array: u64, task: u32, got: u64 },
     #[error("database: job {job}: column {column} holds bad JSON: {message}")]
     Json {
         job: u64,

@@ -133,7 +133,11 @@ pub(super) fn insert_tasks(
         let id = tx.last_insert_rowid() as u64;
         if id != first.0 + 1 + k as u64 {
             // Ids are consecutive with one writer; the state relies on it.
-            return Err(StoreError::Sql(rusqlite::Error::StatementChangedRows(0)));
+            return Err(StoreError::ArrayIds {
+                array: first.0,
+                task: index,
+                got: id,
+            });
         }
         event(tx, JobId(id), time, None, JobState::Pending, None)?;
     }

@@ -176,7 +176,7 @@ impl JobRef {
     pub fn names_task(&self, index: u32) -> bool {
         self.tasks.as_ref().is_none_or(|rs| {
             rs.iter()
-                .any(|r| (r.first..=r.last).contains(&index) && (index - r.first) % r.step == 0)
+                .any(|r| (r.first..=r.last).contains(&index) && (index - r.first).is_multiple_of(r.step))
         })
     }
 }

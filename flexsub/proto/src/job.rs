@@ -30,7 +30,7 @@ pub struct JobSpec {
     /// Arrays, dependencies, hold and requeue (left out when there are none, as in the
     /// first protocol-v2 frames).
     #[serde(default, skip_serializing_if = "QueueOptions::is_plain")]
-    pub queue: QueueOptions,
+    pub queue: Box<QueueOptions>,
 }
 
 pub(crate) fn is_zero(n: &u32) -> bool {
