@@ -175,8 +175,9 @@ impl JobRef {
     /// Whether task `index` of the array is named.
     pub fn names_task(&self, index: u32) -> bool {
         self.tasks.as_ref().is_none_or(|rs| {
-            rs.iter()
-                .any(|r| (r.first..=r.last).contains(&index) && (index - r.first).is_multiple_of(r.step))
+            rs.iter().any(|r| {
+                (r.first..=r.last).contains(&index) && (index - r.first).is_multiple_of(r.step)
+            })
         })
     }
 }
