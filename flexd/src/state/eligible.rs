@@ -1,11 +1,10 @@
-//! Which pending jobs the scheduler core sees. Every submission (a plain job, or a whole
+//! Which pending jobs the scheduler core sees (dependencies are decided in [`super::depend`]). Every submission (a plain job, or a whole
 //! array) is a [`Group`]: its pending tasks wait in the group until they are eligible (not
 //! held, dependency satisfied, under the array's throttle), and only as many enter the core's
 //! queue as could run at once on this cluster, plus one. A 100,000-task array is then a few
 //! queue entries, however many tasks wait. The core stays pure: it gets the queue as before.
 
 use super::{Job, State};
-use crate::config::Settings;
 use crate::store::Hold;
 use flex_proto::{DepKind, DepTerm, JobRef, JobState};
 use gres_plugin::JobId;
@@ -28,7 +27,12 @@ pub(crate) struct Group {
     /// Pending tasks in the core's queue.
     queued: BTreeSet<JobId>,
     /// Eligible pending tasks waiting for room in the core's queue.
-    reserve: BTreeSet<JobId>,
+    pub(super) reserve: BTreeSet<JobId>,
+    /// With `aftercorr`, each task's dependency is its own: unheld pending tasks whose
+    /// dependency waits, and those whose dependency can never hold.
+    pub(super) per_task: bool,
+    pub(super) blocked: BTreeSet<JobId>,
+    pub(super) never: BTreeSet<JobId>,
     running: u32,
     throttle: Option<u32>,
     /// Most tasks that could run at once on this cluster, plus one.
@@ -66,7 +70,8 @@ impl State {
     fn cap(&self, r: &gres_plugin::Request) -> usize {
         let units: usize = self.cluster.hosts().map(|(_, h)| h.leaves.len()).sum();
         let per = match (r.gpus, r.leaves) {
-            (Some(f), _) if f > 0.0 && f < 1.0 => units * (1.0 / f).ceil() as usize,
+            // A share is at least a thousandth of a unit (flexd's shares are thousandths).
+            (Some(f), _) if f > 0.0 && f < 1.0 => units * (1.0 / f).ceil().min(1000.0) as usize,
             (_, Some(n)) if n > 1 => units / n as usize,
             _ => units,
         };
@@ -83,17 +88,31 @@ impl State {
         }
         let held = j.row.q.hold != Hold::None;
         if !self.groups.contains_key(&gid) {
+            let per_task = j.row.q.dependency.as_ref().is_some_and(|d| {
+                d.terms.iter().any(|t| {
+                    matches!(
+                        t,
+                        DepTerm::On {
+                            kind: DepKind::AfterCorr,
+                            ..
+                        }
+                    )
+                })
+            });
             let deps = match j.row.q.dependency {
-                Some(_) => {
+                Some(_) if !per_task => {
                     self.dep_waiting.insert(gid);
                     Deps::Waiting
                 }
-                None => Deps::Ok,
+                _ => Deps::Ok,
             };
             let g = Group {
                 pending: BTreeSet::new(),
                 queued: BTreeSet::new(),
                 reserve: BTreeSet::new(),
+                per_task,
+                blocked: BTreeSet::new(),
+                never: BTreeSet::new(),
                 running: 0,
                 throttle: j.row.q.throttle,
                 cap: self.cap(&j.row.request),
@@ -104,9 +123,23 @@ impl State {
         let g = self.groups.get_mut(&gid).expect("just made");
         g.pending.insert(id);
         if !held {
-            g.reserve.insert(id);
+            self.admit(gid, id);
         }
         self.top_up(gid);
+    }
+
+    /// An unheld pending task joins its group's reserve, or with a dependency of its own
+    /// waits for the next evaluation.
+    fn admit(&mut self, gid: JobId, id: JobId) {
+        let Some(g) = self.groups.get_mut(&gid) else {
+            return;
+        };
+        if g.per_task {
+            g.blocked.insert(id);
+            self.dep_waiting.insert(gid);
+        } else {
+            g.reserve.insert(id);
+        }
     }
 
     /// A running job that flexd found running after a restart counts against its throttle.
@@ -118,6 +151,9 @@ impl State {
             pending: BTreeSet::new(),
             queued: BTreeSet::new(),
             reserve: BTreeSet::new(),
+            per_task: false,
+            blocked: BTreeSet::new(),
+            never: BTreeSet::new(),
             running: 0,
             throttle,
             cap,
@@ -127,7 +163,7 @@ impl State {
     }
 
     /// Move eligible tasks of the group into the core's queue while there is room.
-    fn top_up(&mut self, gid: JobId) {
+    pub(super) fn top_up(&mut self, gid: JobId) {
         let Some(g) = self.groups.get_mut(&gid) else {
             return;
         };
@@ -155,6 +191,8 @@ impl State {
             g.pending.remove(&id);
             g.queued.remove(&id);
             g.reserve.remove(&id);
+            g.blocked.remove(&id);
+            g.never.remove(&id);
             if started {
                 g.running += 1;
             }
@@ -195,11 +233,12 @@ impl State {
         };
         if eligible {
             if !g.queued.contains(&id) && g.pending.contains(&id) {
-                g.reserve.insert(id);
+                self.admit(gid, id);
             }
         } else {
             g.queued.remove(&id);
             g.reserve.remove(&id);
+            g.blocked.remove(&id);
         }
         self.top_up(gid);
     }
@@ -231,114 +270,6 @@ impl State {
         }
     }
 
-    /// Re-evaluate the dependencies that wait: before each pass, so the core sees only jobs
-    /// that may start. One that can no longer hold is cancelled with `kill_invalid_depend`.
-    pub(super) fn refresh_dependencies(&mut self, s: &Settings, now: u64) {
-        let waiting: Vec<JobId> = self.dep_waiting.iter().copied().collect();
-        for gid in waiting {
-            let Some(first) = self.groups.get(&gid).and_then(Group::first_pending) else {
-                self.dep_waiting.remove(&gid);
-                continue;
-            };
-            let d = self.evaluate(&self.jobs[&first]);
-            if d == Deps::Waiting {
-                continue;
-            }
-            self.dep_waiting.remove(&gid);
-            let g = self.groups.get_mut(&gid).expect("a waiting group exists");
-            g.deps = d.clone();
-            self.dirty = true;
-            match d {
-                Deps::Never(why) if s.kill_invalid_depend => {
-                    tracing::info!("job {gid}: dependency never satisfied ({why}); cancelling");
-                    let ids: Vec<JobId> = g.pending.iter().copied().collect();
-                    let reason = format!("DependencyNeverSatisfied: {why}");
-                    for id in ids {
-                        self.end_pending(id, JobState::Cancelled, now, Some(reason.clone()), None);
-                    }
-                }
-                _ => self.top_up(gid),
-            }
-        }
-    }
-
-    /// Where the dependency of `j` (and its group) stands now.
-    fn evaluate(&self, j: &Job) -> Deps {
-        let Some(dep) = &j.row.q.dependency else {
-            return Deps::Ok;
-        };
-        let results: Vec<Deps> = dep.terms.iter().map(|t| self.term(j, t)).collect();
-        let ok = |d: &Deps| *d == Deps::Ok;
-        let never = |d: &&Deps| matches!(d, Deps::Never(_));
-        let (done, failed) = if dep.any {
-            (results.iter().any(ok), results.iter().all(|d| never(&d)))
-        } else {
-            (results.iter().all(ok), results.iter().any(|d| never(&d)))
-        };
-        match (done, results.iter().find(never)) {
-            (true, _) => Deps::Ok,
-            (false, Some(Deps::Never(why))) if failed => Deps::Never(why.clone()),
-            _ => Deps::Waiting,
-        }
-    }
-
-    fn term(&self, j: &Job, t: &DepTerm) -> Deps {
-        let (kind, r) = match t {
-            DepTerm::Singleton => return self.singleton(j),
-            DepTerm::On { kind, job } => (*kind, job),
-        };
-        let targets = self.resolve(r);
-        if targets.is_empty() {
-            return Deps::Never(format!("job {r} is unknown"));
-        }
-        let mut all = Deps::Ok;
-        for id in targets {
-            let st = self.jobs[&id].row.state;
-            // A dependee that waits on a dependency that can never hold never starts.
-            let stuck = st == JobState::Pending
-                && self
-                    .groups
-                    .get(&group_id(&self.jobs[&id]))
-                    .is_some_and(|g| matches!(g.deps, Deps::Never(_)));
-            let d = match kind {
-                _ if stuck => Deps::Never(format!("job {} can never start", self.shown(id))),
-                DepKind::After if st != JobState::Pending => Deps::Ok,
-                DepKind::AfterAny if st.is_finished() => Deps::Ok,
-                DepKind::AfterOk | DepKind::AfterCorr if st == JobState::Completed => Deps::Ok,
-                DepKind::AfterOk | DepKind::AfterCorr if st.is_finished() => {
-                    Deps::Never(format!("job {} ended {st}", self.shown(id)))
-                }
-                DepKind::AfterNotOk if st == JobState::Completed => {
-                    Deps::Never(format!("job {} completed", self.shown(id)))
-                }
-                DepKind::AfterNotOk if st.is_finished() => Deps::Ok,
-                _ => Deps::Waiting,
-            };
-            match d {
-                Deps::Never(_) => return d,
-                Deps::Waiting => all = Deps::Waiting,
-                Deps::Ok => {}
-            }
-        }
-        all
-    }
-
-    /// No earlier job of the same user and name (outside this group) is pending or running.
-    fn singleton(&self, j: &Job) -> Deps {
-        let gid = group_id(j);
-        let earlier = self.jobs.range(..gid).any(|(_, o)| {
-            o.row.uid == j.row.uid
-                && o.row.name == j.row.name
-                && !o.row.state.is_finished()
-                && group_id(o) != gid
-        });
-        if earlier {
-            Deps::Waiting
-        } else {
-            Deps::Ok
-        }
-    }
-
     /// A job's id as users see it (`12_3` for a task).
     pub(crate) fn shown(&self, id: JobId) -> String {
         match self.jobs.get(&id).and_then(|j| j.row.q.array) {
@@ -356,33 +287,17 @@ impl State {
             return Some(r);
         }
         let g = self.groups.get(&group_id(j))?;
+        if g.blocked.contains(&j.row.id) {
+            return Some("Dependency");
+        }
+        if g.never.contains(&j.row.id) {
+            return Some("DependencyNeverSatisfied");
+        }
         Some(match g.deps {
             Deps::Waiting => "Dependency",
             Deps::Never(_) => "DependencyNeverSatisfied",
             Deps::Ok if g.throttled() => "JobArrayTaskLimit",
             Deps::Ok => "Priority",
         })
-    }
-
-    /// Jobs that waiting dependencies name: kept in memory while they wait.
-    pub(super) fn depended_on(&self) -> BTreeSet<JobId> {
-        let mut out = BTreeSet::new();
-        for gid in &self.dep_waiting {
-            let Some(first) = self.groups.get(gid).and_then(Group::first_pending) else {
-                continue;
-            };
-            for t in self.jobs[&first]
-                .row
-                .q
-                .dependency
-                .iter()
-                .flat_map(|d| &d.terms)
-            {
-                if let DepTerm::On { job, .. } = t {
-                    out.insert(job.job);
-                }
-            }
-        }
-        out
     }
 }

@@ -192,3 +192,29 @@ fn holds_and_requeues_keep_the_job_and_its_count() {
     assert_eq!(st.queued_by(1000), 1);
     assert_eq!(st.schedule(&s, NOW), 1, "it runs again");
 }
+
+#[test]
+fn aftercorr_lets_each_task_follow_its_own() {
+    let s = Settings::defaults();
+    let (mut st, _) = state();
+    // A: tasks 1, 2, 3 (indexes 0-2), a whole host each, so they run one at a time.
+    add(&s, &mut st, 1, 14, array("0-2"));
+    st.schedule(&s, NOW);
+    let b = QueueOptions {
+        dependency: Some(Dependency::parse("aftercorr:1").unwrap()),
+        ..array("0-2")
+    };
+    add(&s, &mut st, 4, 1, b);
+    st.schedule(&s, NOW);
+    let reason = |st: &State, id: u64| state_of(st, JobId(id)).1;
+    assert_eq!(reason(&st, 4).as_deref(), Some("Dependency"));
+    end(&mut st, JobId(1), JobState::Completed);
+    st.schedule(&s, NOW);
+    // B_0 may start (it is in the core's queue, behind A_1), B_1 still waits for A_1.
+    assert!(st.pending.contains(JobId(4)) && !st.pending.contains(JobId(5)));
+    assert_eq!(reason(&st, 5).as_deref(), Some("Dependency"));
+    end(&mut st, JobId(2), JobState::Failed);
+    st.schedule(&s, NOW);
+    assert_eq!(reason(&st, 5).as_deref(), Some("DependencyNeverSatisfied"));
+    assert_eq!(reason(&st, 6).as_deref(), Some("Dependency"));
+}
