@@ -85,7 +85,8 @@ pub enum ControlAction {
     Requeue {
         hold: bool,
     },
-    /// `key=value` pairs: TimeLimit, JobName, Priority and Nice (root).
+    /// `key=value` pairs: TimeLimit (in seconds: flexcontrol converts Slurm's forms), JobName,
+    /// and for root Priority and Nice.
     Update(Vec<(String, String)>),
     /// The jobs in full.
     Show,

@@ -124,6 +124,12 @@ pub static FIELDS: &[Field] = &[
         r.exit_code.unwrap_or(0),
         r.signal.unwrap_or(0)
     )),
+    field!(
+        "Restarts",
+        8,
+        "times it was requeued (flexcontrol requeue; its latest run is shown)",
+        |r, _| r.restarts.to_string()
+    ),
     field!("Reason", 20, "why it failed or was not run", |r, _| r
         .reason
         .clone()
