@@ -3,7 +3,7 @@
 //! name the key, the value and where it came from.
 
 use flex_proto::config::size_value;
-use flex_sched::{Policy, PolicyKind};
+use flex_sched::{Policy, PolicyKeys};
 use gres_plugin::env::NcclMode;
 use gres_plugin::request::Strategy;
 use std::collections::BTreeSet;
@@ -132,8 +132,25 @@ impl Settings {
                 None => src.string(key).map(PathBuf::from),
             }
         };
-        let policy_kind: PolicyKind = src.parsed("policy", |s| s.parse())?;
-        let window = src.int("backfill_window", 0, 1_000_000)?;
+        // The policy keys: types and ranges checked here, meaning from the core's PolicyKeys,
+        // which flexsim --flexd-config shares.
+        let policy_text = src.string("policy")?;
+        let order_text = src.string("queue_order")?;
+        let policy = PolicyKeys {
+            policy: Some(&policy_text),
+            backfill_window: Some(src.int("backfill_window", 0, PolicyKeys::WINDOW_MAX)?),
+            queue_order: Some(&order_text),
+            aging_pct: Some(src.int("aging_pct", 0, PolicyKeys::AGING_MAX)?),
+        }
+        .policy()
+        .map_err(|(key, why)| {
+            let v = if key == "policy" {
+                &policy_text
+            } else {
+                &order_text
+            };
+            src.bad(key, &format!("{v:?}"), &why)
+        })?;
         let max_time_limit = src.duration("max_time_limit", secs(365 * 86400))?;
         let default_time_limit = src.duration("default_time_limit", max_time_limit)?;
         let nccl = match src.string("nccl_mode")?.as_str() {
@@ -154,10 +171,7 @@ impl Settings {
             socket: path("socket", &overrides.socket)?,
             state_dir: path("state_dir", &overrides.state_dir)?,
             topology: path("topology", &overrides.topology)?,
-            policy: Policy {
-                kind: policy_kind,
-                window: window as usize,
-            },
+            policy,
             default_time_limit,
             max_time_limit,
             kill_grace: src.duration("kill_grace", secs(3600))?,
@@ -211,6 +225,16 @@ impl Settings {
             "backfill_window",
             self.policy.window.to_string(),
             new.policy.window.to_string(),
+        );
+        diff(
+            "queue_order",
+            self.policy.order.to_string(),
+            new.policy.order.to_string(),
+        );
+        diff(
+            "aging_pct",
+            self.policy.aging_pct.to_string(),
+            new.policy.aging_pct.to_string(),
         );
         let d = |d: Duration| humantime::format_duration(d).to_string();
         diff(
@@ -454,6 +478,7 @@ impl Source<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flex_sched::{Order, PolicyKind};
 
     #[test]
     fn compiled_in_defaults_are_the_documented_ones() {
@@ -487,6 +512,34 @@ mod tests {
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(w[0].contains("/etc/f.toml") && w[0].contains("`bogus`"));
         assert!(w[1].contains("`limits.what`"));
+    }
+
+    /// The same text gives flexsim --flexd-config the same policy (flexd/sim/src/cli.rs tests
+    /// this very file text): both go through the core's PolicyKeys.
+    #[test]
+    fn policy_keys_conservative_adaptive() {
+        let file = "policy = \"conservative\"\nbackfill_window = 0\nqueue_order = \"adaptive\"\naging_pct = 50\n";
+        let (s, w) = Settings::from_text(Some(("f", file)), &Overrides::default()).unwrap();
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            s.policy,
+            Policy {
+                kind: PolicyKind::Conservative,
+                window: 0,
+                order: Order::Adaptive,
+                aging_pct: 50,
+            }
+        );
+        let e = Settings::from_text(
+            Some(("f", "queue_order = \"random\"")),
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("queue_order") && e.contains("unknown order"),
+            "{e}"
+        );
     }
 
     #[test]

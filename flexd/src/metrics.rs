@@ -110,6 +110,12 @@ impl Metrics {
             let n = self.ended[state_index(s)].load(Ordering::Relaxed);
             let _ = writeln!(o, "flex_jobs_completed_total{{state=\"{s}\"}} {n}");
         }
+        self.render_passes(o);
+        out
+    }
+
+    /// The scheduling passes' histogram.
+    fn render_passes(&self, o: &mut String) {
         header(
             o,
             "flex_sched_pass_seconds",
@@ -140,7 +146,6 @@ impl Metrics {
         let sum = self.pass_sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
         let _ = writeln!(o, "flex_sched_pass_seconds_sum {}", number(sum));
         let _ = writeln!(o, "flex_sched_pass_seconds_count {count}");
-        out
     }
 }
 

@@ -9,6 +9,7 @@ pub mod client;
 pub mod commands;
 pub mod error;
 pub mod estimate;
+pub mod format;
 pub mod options;
 pub mod script;
 pub mod table;

@@ -1,8 +1,9 @@
 //! The environment a job and each of its ranks get: the contract between flexd (which starts
-//! the batch script), flexrun (which starts one rank per leaf) and, on Slurm sites, a
-//! TaskProlog. Pure functions from an allocation to variables.
+//! the batch script), flexrun (which starts one rank per leaf) and, on Slurm sites, the
+//! flex-spank plugin (through `crate::slurm::step`). Pure functions from an allocation to
+//! variables.
 
-use crate::topology::{format_cpu_list, parse_cpu_list};
+use crate::cpus::{format_cpu_list, parse_cpu_list};
 use std::path::PathBuf;
 
 /// How ranks reach NCCL across MIG instances.
@@ -135,6 +136,20 @@ pub struct RankPlan {
     pub cores: Vec<Vec<u32>>,
     pub master_port: u16,
     pub nccl: NcclMode,
+    /// Where the plan's ranks sit in a larger world; None: they are the whole world, on this
+    /// host, meeting on loopback.
+    pub world: Option<World>,
+}
+
+/// A larger world around a plan: flexrun started as one task of a Slurm step, whose rank
+/// variables the SPANK plugin set already.
+#[derive(Clone, Debug, PartialEq)]
+pub struct World {
+    pub first_rank: usize,
+    pub first_local_rank: usize,
+    pub world_size: usize,
+    pub local_world_size: usize,
+    pub master_addr: String,
 }
 
 /// Read a job's plan from its environment (`get` looks a variable up), with a clear error when
@@ -181,34 +196,49 @@ pub fn rank_plan(get: impl Fn(&str) -> Option<String>) -> Result<RankPlan, Strin
         cores,
         master_port,
         nccl,
+        world: None,
     })
 }
 
-/// The variables of rank `rank` (on top of the job's environment). Every rank sees its own
-/// leaf as CUDA device 0: scripts must not call `set_device(LOCAL_RANK)`.
-pub fn rank_env(
-    plan: &RankPlan,
-    rank: usize,
+/// Where one rank sits in its job, and which leaf and cores it has: everything its variables
+/// are made from. flexrun fills it for one host ([`rank_env`]); the Slurm plugin for a step
+/// that may span hosts (`crate::slurm`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RankSlot<'a> {
+    pub uuid: &'a str,
+    /// The rank's cores (its leaf's share of the job's cores, or the leaf's near cores).
+    pub cores: &'a [u32],
+    pub rank: usize,
+    pub local_rank: usize,
+    pub world_size: usize,
+    pub local_world_size: usize,
+    pub master_addr: &'a str,
+    pub master_port: u16,
+}
+
+/// The variables of one rank (on top of the job's environment). Every rank sees its own leaf
+/// as CUDA device 0: scripts must not call `set_device(LOCAL_RANK)`.
+pub fn slot_env(
+    s: &RankSlot,
+    nccl: &NcclMode,
     ld_library_path: Option<&str>,
 ) -> Vec<(String, String)> {
-    let uuid = &plan.uuids[rank];
-    let world = plan.uuids.len().to_string();
     let mut v = vec![
-        ("CUDA_VISIBLE_DEVICES".to_string(), uuid.clone()),
-        ("RANK".into(), rank.to_string()),
-        ("LOCAL_RANK".into(), rank.to_string()),
-        ("WORLD_SIZE".into(), world.clone()),
-        ("LOCAL_WORLD_SIZE".into(), world),
-        ("MASTER_ADDR".into(), "127.0.0.1".into()),
-        ("MASTER_PORT".into(), plan.master_port.to_string()),
-        ("FLEX_RANK_CPUS".into(), format_cpu_list(&plan.cores[rank])),
+        ("CUDA_VISIBLE_DEVICES".to_string(), s.uuid.to_string()),
+        ("RANK".into(), s.rank.to_string()),
+        ("LOCAL_RANK".into(), s.local_rank.to_string()),
+        ("WORLD_SIZE".into(), s.world_size.to_string()),
+        ("LOCAL_WORLD_SIZE".into(), s.local_world_size.to_string()),
+        ("MASTER_ADDR".into(), s.master_addr.to_string()),
+        ("MASTER_PORT".into(), s.master_port.to_string()),
+        ("FLEX_RANK_CPUS".into(), format_cpu_list(s.cores)),
     ];
-    if plan.nccl != NcclMode::None {
-        v.push(("NCCL_MIG_ID".into(), uuid.clone()));
+    if *nccl != NcclMode::None {
+        v.push(("NCCL_MIG_ID".into(), s.uuid.to_string()));
         v.push(("NCCL_MULTI_RANK_GPU_ENABLE".into(), "1".into()));
         v.push(("NCCL_P2P_DISABLE".into(), "1".into()));
     }
-    if let NcclMode::Patched { lib_dir } = &plan.nccl {
+    if let NcclMode::Patched { lib_dir } = nccl {
         let dir = lib_dir.display().to_string();
         let path = match ld_library_path {
             Some(p) if !p.is_empty() => format!("{dir}:{p}"),
@@ -217,6 +247,53 @@ pub fn rank_env(
         v.push(("LD_LIBRARY_PATH".into(), path));
     }
     v
+}
+
+/// The variables of flexrun's rank `rank`. In a one-host job local rank and rank agree and
+/// the rendezvous is on loopback; in a larger [`World`] the ranks follow its first rank.
+pub fn rank_env(
+    plan: &RankPlan,
+    rank: usize,
+    ld_library_path: Option<&str>,
+) -> Vec<(String, String)> {
+    let n = plan.uuids.len();
+    let (rank_, local_rank, world_size, local_world_size, master_addr) = match &plan.world {
+        None => (rank, rank, n, n, "127.0.0.1"),
+        Some(w) => (
+            w.first_rank + rank,
+            w.first_local_rank + rank,
+            w.world_size,
+            w.local_world_size,
+            w.master_addr.as_str(),
+        ),
+    };
+    let slot = RankSlot {
+        uuid: &plan.uuids[rank],
+        cores: &plan.cores[rank],
+        rank: rank_,
+        local_rank,
+        world_size,
+        local_world_size,
+        master_addr,
+        master_port: plan.master_port,
+    };
+    slot_env(&slot, &plan.nccl, ld_library_path)
+}
+
+/// Parse an NCCL mode as flexd.toml's `nccl_mode` and the Slurm plugin's `nccl=` argument
+/// write it: `upstream`, `none`, or `patched` with the patched NCCL's library directory.
+pub fn parse_nccl_mode(mode: &str, lib_dir: Option<&str>) -> Result<NcclMode, String> {
+    match (mode, lib_dir) {
+        ("upstream", _) => Ok(NcclMode::Upstream),
+        ("none", _) => Ok(NcclMode::None),
+        ("patched", Some(d)) if !d.is_empty() => Ok(NcclMode::Patched { lib_dir: d.into() }),
+        ("patched", _) => {
+            Err("nccl mode \"patched\" needs the patched NCCL's library directory".into())
+        }
+        (m, _) => Err(format!(
+            "nccl mode {m:?} is not one of upstream, patched, none"
+        )),
+    }
 }
 
 #[cfg(test)]

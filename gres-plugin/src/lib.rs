@@ -3,16 +3,21 @@
 //!
 //! The crate is also what brings Flex's leaf model to Slurm (gres.conf export).
 
+pub mod cpus;
 pub mod env;
+#[cfg(feature = "cli")]
+pub mod flexgres;
 pub mod ids;
 pub mod mig;
 pub mod model;
-#[cfg(feature = "nvml")]
-pub mod nvml;
 pub mod probe;
 pub mod request;
-pub mod topology;
+pub mod slurm;
 pub mod tree;
+
+#[cfg(feature = "nvml")]
+pub use probe::nvml;
+pub use probe::topology;
 
 pub use ids::{CoreId, GpuIndex, HostId, JobId, LeafId};
 pub use model::{Core, Gpu, HostModel, Leaf, LinkLevel};

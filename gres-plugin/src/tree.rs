@@ -266,7 +266,7 @@ impl Capacity {
 mod tests {
     use super::*;
     use crate::probe::build_host;
-    use crate::topology::{builtin, parse};
+    use crate::probe::topology::{builtin, parse};
 
     fn host(name: &str) -> HostModel {
         build_host(&parse(builtin(name).unwrap(), name).unwrap()).unwrap()

@@ -229,12 +229,59 @@ fn a_pending_job_shows_its_reason_and_state_filters_work() {
     assert_eq!(running.iter().map(|j| j.id).collect::<Vec<_>>(), [big]);
     let out = cmd(&d, "flexq").args(["-t", "sleeping"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
+
+    // The formats scripts parse, as squeue prints them.
+    let squeue = |args: &[&str]| text(&cmd(&d, "flexq").args(args).output().unwrap().stdout);
+    let out = squeue(&["-h", "-o", "%i|%j|%t|%D|%C|%b|%R"]);
+    assert_eq!(
+        out,
+        format!("{big}|big.sh|R|1|14|gres/gpu:14|{host}\n{waiting}|wait.sh|PD|1|2|gres/gpu:2|(Resources)\n",
+            host = running[0].alloc.as_ref().unwrap().host)
+    );
+    let out = squeue(&["--me", "-n", "wait.sh", "-O", "JobID:8,State:.10"]);
+    assert_eq!(out, format!("JOBID        STATE\n{waiting:<8}   PENDING\n"));
+    let out = squeue(&["--start", "-h"]);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.contains(" PD ") && out.contains("(Resources)"), "{out}");
+    let out = cmd(&d, "flexq").args(["-o", "%i %Z"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(text(&out.stderr).contains("%Z"), "{out:?}");
     let out = cmd(&d, "flexcancel")
         .arg(big.to_string())
         .arg(waiting.to_string())
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn flexsub_wait_returns_with_the_jobs_exit_code() {
+    let d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("wait");
+    let run = |script: &str, args: &[&str]| {
+        std::fs::write(dir.join("w.sh"), script).unwrap();
+        cmd(&d, "flexsub")
+            .current_dir(&dir)
+            .args(args)
+            .arg("w.sh")
+            .output()
+            .unwrap()
+    };
+    let out = run(
+        "#!/bin/sh\nsleep 1\necho done > done\nexit 3\n",
+        &["--wait"],
+    );
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    // It returned after the job ended, not when it was queued.
+    assert!(dir.join("done").exists());
+    assert!(
+        text(&out.stdout).starts_with("Submitted batch job "),
+        "{out:?}"
+    );
+    let out = run("#!/bin/sh\ntrue\n", &["-W", "--parsable"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = run("#!/bin/sh\nsleep 30\n", &["--wait", "--time", "0:02"]);
+    assert_eq!(out.status.code(), Some(1), "a timeout is exit 1: {out:?}");
 }
 
 #[test]

@@ -28,6 +28,7 @@ fn commands() -> Vec<clap::Command> {
         flexsub::commands::acct::Args::command(),
         flexsub::commands::report::Args::command(),
         flexsim::cli::Cli::command(),
+        gres_plugin::flexgres::Cli::command(),
     ]
 }
 

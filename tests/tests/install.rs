@@ -42,6 +42,7 @@ fn make_install_lays_out_a_site_and_uninstall_takes_it_back() {
         "flexacct",
         "flexreport",
         "flexsim",
+        "flexgres",
     ];
     let mut installed: Vec<PathBuf> = vec![p("/usr/local/sbin/flexd")];
     for c in commands {

@@ -31,6 +31,7 @@ complete -c flexsub -s H -l hold -d 'Submit held (JobHeldUser) until `flexcontro
 complete -c flexsub -l requeue -d 'The job may be requeued (the default)'
 complete -c flexsub -l no-requeue -d 'The job may not be requeued'
 complete -c flexsub -l parsable -d 'Print only the job id'
+complete -c flexsub -s W -l wait -d 'Return when the job ends, with its exit code (1 when it failed otherwise)'
 complete -c flexsub -l test-only -d 'Print where and when the job would start; queue nothing'
 complete -c flexsub -l estimate-only -d 'Print the --model memory estimate and what it needs on this host; queue nothing'
 complete -c flexsub -l json -d 'With --test-only: print JSON'

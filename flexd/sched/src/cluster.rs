@@ -2,7 +2,8 @@
 //! exclusive CPU cores. Placement rules live in `place`; this file keeps the free state.
 
 use super::alloc::Allocation;
-use super::place::{self, ClusterConfig, HostState};
+use super::config::ClusterConfig;
+use super::place::{self, HostState};
 use super::{Model, PendingJob};
 use gres_plugin::tree::CostTree;
 use gres_plugin::{CoreId, HostId, HostModel, LeafId, Request};
@@ -153,5 +154,9 @@ impl Model for Cluster {
 
     fn release(&mut self, a: &Allocation) {
         self.update(a.host, |h| h.release(a));
+    }
+
+    fn units(&self) -> u64 {
+        self.hosts().map(|(_, h)| h.leaves.len() as u64).sum()
     }
 }

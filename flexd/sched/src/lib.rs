@@ -5,10 +5,16 @@
 //! - [`Model`] is what a pass places jobs on. [`Cluster`] is Flex's own model: MIG leaves and
 //!   whole GPUs over the Gaia access-cost tree. flexsim plugs its Static- and Dynamic-MIG
 //!   baselines in as other models.
-//! - [`schedule`] is the pass: FIFO, or aggressive (EASY) backfilling with a window of K.
+//! - [`schedule`] is the pass: FIFO, aggressive (EASY) or conservative backfilling with a
+//!   window of K, over the queue in a [`Order`] (submission, shortest or longest limit first
+//!   with aging, or Flex's adaptive order); [`schedule_with`] also takes submission times.
+//! - [`PolicyKeys`] parses the policy keys of flexd.toml, for flexd and flexsim alike.
 
 mod alloc;
 mod cluster;
+mod config;
+mod keys;
+mod order;
 mod pass;
 mod place;
 #[cfg(test)]
@@ -16,8 +22,10 @@ mod tests;
 
 pub use alloc::{Allocation, Unit};
 pub use cluster::Cluster;
-pub use pass::{estimate_starts, schedule};
-pub use place::ClusterConfig;
+pub use config::ClusterConfig;
+pub use keys::PolicyKeys;
+pub use order::{sort_queue, Load, Order};
+pub use pass::{estimate_starts, schedule, schedule_with};
 
 use gres_plugin::{JobId, Request};
 use serde::{Deserialize, Serialize};
@@ -64,6 +72,19 @@ pub enum PolicyKind {
     /// Aggressive (EASY) backfilling: the head gets a reservation; later jobs start now when
     /// they fit and do not delay it.
     Backfill,
+    /// Conservative backfilling: every job in the window gets a reservation in queue order;
+    /// a later job starts now only when it delays none of them.
+    Conservative,
+}
+
+impl PolicyKind {
+    pub const NAMES: [&'static str; 3] = ["fifo", "backfill", "conservative"];
+}
+
+impl fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(PolicyKind::NAMES[*self as usize])
+    }
 }
 
 impl std::str::FromStr for PolicyKind {
@@ -72,7 +93,10 @@ impl std::str::FromStr for PolicyKind {
         match s {
             "fifo" => Ok(PolicyKind::Fifo),
             "backfill" | "easy" => Ok(PolicyKind::Backfill),
-            _ => Err(format!("unknown policy {s:?} (fifo or backfill)")),
+            "conservative" => Ok(PolicyKind::Conservative),
+            _ => Err(format!(
+                "unknown policy {s:?} (fifo, backfill or conservative)"
+            )),
         }
     }
 }
@@ -82,16 +106,28 @@ pub struct Policy {
     pub kind: PolicyKind,
     /// Backfill candidates examined behind the head; 0 means the whole queue.
     pub window: usize,
+    /// The order of jobs of equal priority.
+    #[serde(default)]
+    pub order: Order,
+    /// Aging of the `shortest`, `longest` and `adaptive` orders: each second waited counts as
+    /// this many hundredths of a second of time limit.
+    #[serde(default)]
+    pub aging_pct: u32,
 }
 
 impl Policy {
     /// The Flex-MIG evaluation's window.
     pub const DEFAULT_WINDOW: usize = 14;
 
+    /// The default aging of the ordered policies: one second of limit per second waited.
+    pub const DEFAULT_AGING_PCT: u32 = 100;
+
     pub fn fifo() -> Self {
         Self {
             kind: PolicyKind::Fifo,
             window: Self::DEFAULT_WINDOW,
+            order: Order::Submit,
+            aging_pct: Self::DEFAULT_AGING_PCT,
         }
     }
 
@@ -99,7 +135,21 @@ impl Policy {
         Self {
             kind: PolicyKind::Backfill,
             window,
+            ..Self::fifo()
         }
+    }
+
+    pub fn conservative(window: usize) -> Self {
+        Self {
+            kind: PolicyKind::Conservative,
+            window,
+            ..Self::fifo()
+        }
+    }
+
+    /// The same policy over another order.
+    pub fn ordered(self, order: Order) -> Self {
+        Self { order, ..self }
     }
 }
 
@@ -186,4 +236,9 @@ pub trait Model: Clone {
 
     /// Give a placement's resources back.
     fn release(&mut self, p: &Self::Placement);
+
+    /// Units of the whole model (leaves), for the adaptive order's backlog; 0 when unknown.
+    fn units(&self) -> u64 {
+        0
+    }
 }

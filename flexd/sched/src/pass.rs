@@ -1,13 +1,15 @@
-//! The scheduling pass: FIFO or aggressive (EASY) backfilling over any [`Model`].
+//! The scheduling pass: FIFO, aggressive (EASY) or conservative backfilling over any [`Model`].
 
+use super::order::{sort_queue, Load};
 use super::{
-    Decisions, Model, Pending, PendingJob, Policy, PolicyKind, Reason, Reservation, RunningJob,
-    Start, Time,
+    Decisions, Model, Order, Pending, PendingJob, Policy, PolicyKind, Reason, Reservation,
+    RunningJob, Start, Time,
 };
 use gres_plugin::JobId;
 
 /// One scheduling pass. `model` is the free state with every running job already occupying
-/// its placement; `queue` may be in any order (it is ordered by priority, then id).
+/// its placement; `queue` may be in any order (it is put in the policy's [`Order`]). Jobs are
+/// taken as submitted `now` (no aging); [`schedule_with`] takes their submission times.
 pub fn schedule<M: Model>(
     model: &M,
     queue: &[PendingJob],
@@ -15,8 +17,27 @@ pub fn schedule<M: Model>(
     now: Time,
     policy: &Policy,
 ) -> Decisions<M::Placement> {
+    schedule_with(model, queue, running, now, policy, |_| now)
+}
+
+/// [`schedule`] with each job's submission time, for the aging of the ordered policies.
+pub fn schedule_with<M: Model>(
+    model: &M,
+    queue: &[PendingJob],
+    running: &[RunningJob<M::Placement>],
+    now: Time,
+    policy: &Policy,
+    submitted: impl Fn(&PendingJob) -> Time,
+) -> Decisions<M::Placement> {
     let mut order: Vec<&PendingJob> = queue.iter().collect();
-    order.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.id.cmp(&b.id)));
+    let load = Load {
+        units: if policy.order == Order::Adaptive {
+            model.units()
+        } else {
+            0
+        },
+    };
+    sort_queue(&mut order, policy, now, &submitted, load);
 
     let mut state = model.clone();
     let mut out = Decisions {
@@ -75,9 +96,25 @@ pub fn schedule<M: Model>(
     });
     let window = match (policy.kind, &reservation) {
         (PolicyKind::Fifo, _) | (_, None) => 0,
-        (PolicyKind::Backfill, _) if policy.window == 0 => usize::MAX,
-        (PolicyKind::Backfill, _) => policy.window,
+        (_, _) if policy.window == 0 => usize::MAX,
+        (_, _) => policy.window,
     };
+    if policy.kind == PolicyKind::Conservative {
+        if let Some(t) = reservation.as_ref().map(|r| r.0) {
+            out.reservation = Some(Reservation {
+                job: head.id,
+                start: t,
+            });
+            let plan = Plan {
+                running,
+                ends,
+                now,
+                reserved: vec![(t, t + head.request.time_limit_s, head)],
+            };
+            conservative(state, plan, jobs, window, &mut out);
+            return out;
+        }
+    }
     let (shadow_time, mut shadow) = match reservation {
         Some((t, shadow)) => {
             out.reservation = Some(Reservation {
@@ -132,6 +169,151 @@ pub fn schedule<M: Model>(
         });
     }
     out
+}
+
+/// What conservative backfilling plans with: the jobs holding resources now (running, and
+/// started by this pass) with their ends, and the reservations made so far (start, end, job).
+struct Plan<'a, P> {
+    running: &'a [RunningJob<P>],
+    ends: Vec<(Time, usize)>,
+    now: Time,
+    reserved: Vec<(Time, Time, &'a PendingJob)>,
+}
+
+impl<P> Plan<'_, P> {
+    fn held<'b>(&'b self, i: usize, starts: &'b [Start<P>]) -> &'b P {
+        match i.checked_sub(self.running.len()) {
+            None => &self.running[i].placement,
+            Some(k) => &starts[k].placement,
+        }
+    }
+}
+
+/// Conservative backfilling over the window behind the head (already reserved in `plan`):
+/// each job starts now when that delays no reservation, else gets the earliest reservation
+/// that delays none. Feasibility is checked at every instant where the set of holders grows
+/// inside the job's run (its own start and each later reservation's start), by placing, on the
+/// free state of that instant, every reserved job active then in reservation order and then
+/// the job. Between those instants holders only leave.
+fn conservative<'a, M: Model>(
+    mut state: M,
+    mut plan: Plan<'a, M::Placement>,
+    jobs: impl Iterator<Item = &'a PendingJob>,
+    window: usize,
+    out: &mut Decisions<M::Placement>,
+) {
+    let now = plan.now;
+    for (examined, job) in jobs.enumerate() {
+        if examined >= window {
+            out.pending.push(Pending {
+                job: job.id,
+                reason: Reason::Priority,
+                estimated_start: None,
+            });
+            continue;
+        }
+        let limit = job.request.time_limit_s;
+        if let Some(p) = state.place(job) {
+            let clear = plan
+                .reserved
+                .iter()
+                .filter(|r| r.0 > now && r.0 < now + limit)
+                .all(|r| feasible(&state, &plan, &out.starts, r.0, None, Some(&p)));
+            let active_now = plan.reserved.iter().any(|r| r.0 <= now);
+            if clear && (!active_now || feasible(&state, &plan, &out.starts, now, None, Some(&p))) {
+                state.occupy(&p);
+                plan.ends
+                    .push((now + limit, plan.running.len() + out.starts.len()));
+                out.starts.push(Start {
+                    job: job.id,
+                    placement: p,
+                });
+                continue;
+            }
+        }
+        let fits_now = state.place(job).is_some();
+        let mut times: Vec<Time> = plan
+            .ends
+            .iter()
+            .map(|e| e.0)
+            .chain(plan.reserved.iter().map(|r| r.1))
+            .filter(|&t| t > now)
+            .collect();
+        times.sort_unstable();
+        times.dedup();
+        let mut ends = plan.ends.clone();
+        ends.sort_unstable();
+        // Sweep the candidate times with one state that loses holders as they end: where the
+        // job does not fit even ignoring reservations, nothing more needs checking.
+        let mut base = state.clone();
+        let mut gone = 0;
+        let at = times.into_iter().find(|&t| {
+            while gone < ends.len() && ends[gone].0 <= t {
+                base.release(plan.held(ends[gone].1, &out.starts));
+                gone += 1;
+            }
+            base.place(job).is_some()
+                && holds(base.clone(), &plan, t, Some(job), None)
+                && plan
+                    .reserved
+                    .iter()
+                    .filter(|r| r.0 > t && r.0 < t + limit)
+                    .all(|r| feasible(&state, &plan, &out.starts, r.0, Some(job), None))
+        });
+        if let Some(t) = at {
+            plan.reserved.push((t, t + limit, job));
+        }
+        out.pending.push(Pending {
+            job: job.id,
+            reason: if fits_now {
+                Reason::Reservation
+            } else {
+                Reason::Resources
+            },
+            estimated_start: at,
+        });
+    }
+}
+
+/// At instant `t`: the free state (holders ending by then gone) holds every reservation active
+/// at `t` and then `job` (placed anywhere), or with `held` (a placement from now on) occupied.
+fn feasible<M: Model>(
+    state: &M,
+    plan: &Plan<'_, M::Placement>,
+    starts: &[Start<M::Placement>],
+    t: Time,
+    job: Option<&PendingJob>,
+    held: Option<&M::Placement>,
+) -> bool {
+    let mut s = state.clone();
+    for &(end, i) in &plan.ends {
+        if end <= t {
+            s.release(plan.held(i, starts));
+        }
+    }
+    holds(s, plan, t, job, held)
+}
+
+/// [`feasible`] on `s`, the free state at `t` already.
+fn holds<M: Model>(
+    mut s: M,
+    plan: &Plan<'_, M::Placement>,
+    t: Time,
+    job: Option<&PendingJob>,
+    held: Option<&M::Placement>,
+) -> bool {
+    if let Some(p) = held {
+        s.occupy(p);
+    }
+    for &(start, end, r) in &plan.reserved {
+        if start <= t && t < end {
+            match s.place(r) {
+                Some(p) => s.occupy(&p),
+                None => return false,
+            }
+        }
+    }
+    job.is_none_or(|j| s.place(j).is_some())
 }
 
 /// The head's earliest start, from the expected ends of the jobs holding resources (`held`

@@ -8,8 +8,9 @@
 //!
 //! Trace generation is outside the timed part. Run with `cargo bench -p flexsim --bench flexsim`.
 
-use flex_sched::{Policy, PolicyKind};
+use flex_sched::{Order, Policy};
 use flexsim::gen::{generate, Category, GenSpec, KindMix};
+use flexsim::metrics::policy_name;
 use flexsim::models::{Hardware, ModelKind};
 use flexsim::{SimConfig, Trace};
 use std::time::Instant;
@@ -56,17 +57,16 @@ fn main() {
     for (model, policy) in [
         (ModelKind::Fm, Policy::backfill(14)),
         (ModelKind::Fm, Policy::fifo()),
+        (ModelKind::Fm, Policy::conservative(14)),
+        (ModelKind::Fm, Policy::backfill(14).ordered(Order::Adaptive)),
         (ModelKind::Dm, Policy::backfill(14)),
         (ModelKind::Sm, Policy::backfill(14)),
     ] {
         // Warm up once, then measure.
         measure(&hw, model, policy, &traces[..1], 1);
         let (rate, jobs, passes) = measure(&hw, model, policy, &traces, reps);
-        let p = match policy.kind {
-            PolicyKind::Fifo => "fifo".to_string(),
-            PolicyKind::Backfill => format!("backfill/{}", policy.window),
-        };
-        println!("  {model} {p:<12} {jobs:>8} jobs {passes:>8} passes {rate:>12.0} jobs/s");
+        let p = policy_name(&policy);
+        println!("  {model} {p:<22} {jobs:>8} jobs {passes:>8} passes {rate:>12.0} jobs/s");
     }
 
     let hosts = 1000;
@@ -81,13 +81,14 @@ fn main() {
         "scale: {hosts} hosts x h100-80gb-x8 ({} leaves), one balanced mixed trace",
         big.total_leaves()
     );
-    for policy in [Policy::backfill(14), Policy::fifo()] {
+    for policy in [
+        Policy::backfill(14),
+        Policy::fifo(),
+        Policy::backfill(14).ordered(Order::Adaptive),
+    ] {
         let (rate, jobs, passes) =
             measure(&big, ModelKind::Fm, policy, std::slice::from_ref(&trace), 1);
-        let p = match policy.kind {
-            PolicyKind::Fifo => "fifo".to_string(),
-            PolicyKind::Backfill => format!("backfill/{}", policy.window),
-        };
-        println!("  fm {p:<12} {jobs:>8} jobs {passes:>8} passes {rate:>12.0} jobs/s");
+        let p = policy_name(&policy);
+        println!("  fm {p:<22} {jobs:>8} jobs {passes:>8} passes {rate:>12.0} jobs/s");
     }
 }

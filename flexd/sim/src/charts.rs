@@ -6,7 +6,7 @@ use super::engine::RunResult;
 use super::gen::KindMix;
 use super::metrics::policy_name;
 use super::SimError;
-use flex_sched::PolicyKind;
+use flex_sched::Policy;
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -28,7 +28,7 @@ fn chart_err(path: &Path) -> impl Fn(String) -> SimError + '_ {
 pub fn ratio_boxes(
     c: &Comparison,
     kind: KindMix,
-    policy: PolicyKind,
+    policy: Policy,
     path: &Path,
 ) -> Result<String, SimError> {
     let mut svg = String::new();
@@ -39,7 +39,7 @@ pub fn ratio_boxes(
 fn draw_boxes(
     c: &Comparison,
     kind: KindMix,
-    policy: PolicyKind,
+    policy: Policy,
     svg: &mut String,
 ) -> Result<(), String> {
     let e = |x: &dyn std::fmt::Display| x.to_string();
@@ -47,7 +47,7 @@ fn draw_boxes(
     root.fill(&WHITE).map_err(|x| e(&x))?;
     let title = format!(
         "Flex-MIG ratios, {kind} traces, {} (below 1: fm lower)",
-        policy_name(policy, c.spec.window)
+        policy_name(&policy)
     );
     let root = root.titled(&title, ("sans-serif", 20)).map_err(|x| e(&x))?;
     let cats = &c.spec.categories;

@@ -7,10 +7,11 @@ use super::compare::{self, CompareSpec};
 use super::gen::{generate, Category, GenSpec, KindMix, Oversize};
 use super::metrics::Metrics;
 use super::models::{Hardware, ModelKind};
+use super::sweep::{self, Shape, SweepSpec};
 use super::trace::{kind_name, Trace};
 use super::{ExecModel, RunResult, SimConfig, SimError};
 use clap::{Args, Parser, Subcommand};
-use flex_sched::{Policy, PolicyKind};
+use flex_sched::{Order, Policy, PolicyKeys};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -36,6 +37,41 @@ enum Command {
     Gen(GenArgs),
     /// Run every model and policy over generated traces and compare them.
     Compare(CompareArgs),
+    /// Policies x models over many seeds, categories, kinds and trace shapes: one table.
+    Sweep(SweepArgs),
+}
+
+#[derive(Args, Debug)]
+struct SweepArgs {
+    /// Traces per shape, category and kind; trace i uses seed + i.
+    #[arg(long, default_value_t = 10)]
+    seeds: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Shape::ALL)]
+    shapes: Vec<Shape>,
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Category::ALL)]
+    categories: Vec<Category>,
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = KindMix::ALL)]
+    kinds: Vec<KindMix>,
+    /// Policies (kind[:order]); the first, under fm, is the baseline of the ratios.
+    #[arg(long, value_delimiter = ',', default_values = ["fifo", "backfill", "conservative", "backfill:shortest", "backfill:longest", "backfill:adaptive", "conservative:adaptive"], value_parser = parse_policy)]
+    policies: Vec<Policy>,
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [ModelKind::Fm, ModelKind::Dm])]
+    models: Vec<ModelKind>,
+    /// Largest job size; 0 keeps Table 2's sizes (Static-MIG then drops jobs above 4).
+    #[arg(long, default_value_t = 0)]
+    max_size: u32,
+    /// Offered load of the generated traces.
+    #[arg(long, default_value_t = 1.0)]
+    load: f64,
+    #[command(flatten)]
+    sim: SimArgs,
+    #[command(flatten)]
+    hw: HwArgs,
+    /// Print JSON (the rows and every run) instead of the table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -62,15 +98,26 @@ struct SimArgs {
 }
 
 #[derive(Args, Debug)]
+struct RunPolicyArgs {
+    /// fifo, backfill (EASY) or conservative, optionally with a queue order:
+    /// backfill:shortest, conservative:adaptive (orders: submit, shortest, longest, adaptive).
+    #[arg(long, default_value = "backfill", value_parser = parse_policy)]
+    policy: Policy,
+    /// Replay the policy, window, queue order and aging that this flexd.toml gives flexd
+    /// (its other keys are flexd's and ignored here); overrides --policy and --window.
+    #[arg(long, conflicts_with = "policy")]
+    flexd_config: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
 struct RunArgs {
     /// Trace CSV: job_id,submit_s,leaves,duration_s,kind[,mem_gb][,time_limit_s].
     #[arg(long)]
     trace: PathBuf,
     #[arg(long, value_enum, default_value_t = ModelKind::Fm)]
     model: ModelKind,
-    /// fifo or backfill.
-    #[arg(long, default_value = "backfill", value_parser = parse_policy)]
-    policy: PolicyKind,
+    #[command(flatten)]
+    pol: RunPolicyArgs,
     #[command(flatten)]
     sim: SimArgs,
     #[command(flatten)]
@@ -106,7 +153,7 @@ struct GenArgs {
     #[arg(long)]
     max_size: Option<u32>,
     /// What happens to jobs above --max-size: left out (drop) or made smaller (clamp).
-    #[arg(long, value_enum, default_value_t = Oversize::Drop)]
+    #[arg(long, value_enum, default_value_t = Oversize::Clamp)]
     oversize: Oversize,
     #[command(flatten)]
     arrivals: ArrivalArgs,
@@ -136,7 +183,7 @@ struct CompareArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = KindMix::ALL)]
     kinds: Vec<KindMix>,
     #[arg(long, value_delimiter = ',', default_values = ["fifo", "backfill"], value_parser = parse_policy)]
-    policies: Vec<PolicyKind>,
+    policies: Vec<Policy>,
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = ModelKind::ALL)]
     models: Vec<ModelKind>,
     /// Largest job size (the paper's Figure 7 uses 4); 0 keeps Table 2's sizes, and Static-MIG
@@ -144,7 +191,7 @@ struct CompareArgs {
     #[arg(long, default_value_t = 4)]
     max_size: u32,
     /// What happens to jobs above --max-size: left out (drop) or made smaller (clamp).
-    #[arg(long, value_enum, default_value_t = Oversize::Drop)]
+    #[arg(long, value_enum, default_value_t = Oversize::Clamp)]
     oversize: Oversize,
     #[command(flatten)]
     arrivals: ArrivalArgs,
@@ -160,8 +207,14 @@ struct CompareArgs {
     json: bool,
 }
 
-fn parse_policy(s: &str) -> Result<PolicyKind, String> {
-    s.parse()
+/// `kind[:order]`, e.g. `backfill`, `conservative:adaptive`; the window comes from --window.
+pub fn parse_policy(s: &str) -> Result<Policy, String> {
+    let (kind, order) = s.split_once(':').unwrap_or((s, "submit"));
+    Ok(Policy {
+        kind: kind.parse()?,
+        order: order.parse::<Order>()?,
+        ..Policy::fifo()
+    })
 }
 
 fn parse_mix(s: &str) -> Result<[f64; 3], String> {
@@ -210,6 +263,7 @@ fn dispatch(cmd: Command) -> Result<(), SimError> {
         Command::Run(a) => run(a),
         Command::Gen(a) => gen(a),
         Command::Compare(a) => compare(a),
+        Command::Sweep(a) => sweep(a),
     }
 }
 
@@ -226,6 +280,46 @@ fn exec_model(config: &Option<PathBuf>) -> Result<ExecModel, SimError> {
             ExecModel::from_toml(&text, &p.display().to_string()).map_err(SimError::Config)
         }
     }
+}
+
+/// The policy a flexd.toml gives flexd: its policy keys over the compiled-in etc/flexd.toml,
+/// through the core's [`PolicyKeys`], as flexd reads them.
+pub fn flexd_policy(path: &Path) -> Result<Policy, SimError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SimError::Config(format!("cannot read {}: {e}", path.display())))?;
+    policy_from_flexd_toml(&text, &path.display().to_string()).map_err(SimError::Config)
+}
+
+/// flexd's own defaults, for the keys a site file leaves out.
+const FLEXD_DEFAULTS: &str = include_str!("../../../etc/flexd.toml");
+
+/// [`flexd_policy`] on a file's text; `origin` names it in errors.
+pub fn policy_from_flexd_toml(text: &str, origin: &str) -> Result<Policy, String> {
+    let parse = |t: &str, o: &str| {
+        t.parse::<toml::Table>()
+            .map_err(|e| format!("{o}: {}", e.to_string().trim_end()))
+    };
+    let defaults = parse(FLEXD_DEFAULTS, "etc/flexd.toml")?;
+    let file = parse(text, origin)?;
+    let get = |k: &str| file.get(k).or_else(|| defaults.get(k));
+    let string = |k: &'static str| match get(k) {
+        None => Ok(None),
+        Some(toml::Value::String(s)) => Ok(Some(s.as_str())),
+        Some(v) => Err(format!("{origin}: {k} = {v}: must be a string")),
+    };
+    let int = |k: &'static str| match get(k) {
+        None => Ok(None),
+        Some(toml::Value::Integer(i)) => Ok(Some(*i)),
+        Some(v) => Err(format!("{origin}: {k} = {v}: must be an integer")),
+    };
+    PolicyKeys {
+        policy: string("policy")?,
+        backfill_window: int("backfill_window")?,
+        queue_order: string("queue_order")?,
+        aging_pct: int("aging_pct")?,
+    }
+    .policy()
+    .map_err(|(k, why)| format!("{origin}: {k}: {why}"))
 }
 
 /// Write a file whole or not at all: into a temporary beside it, then renamed.
@@ -249,11 +343,15 @@ fn run(a: RunArgs) -> Result<(), SimError> {
     let hw = hardware(&a.hw)?;
     let exec = exec_model(&a.sim.config)?;
     let trace = Trace::read(&a.trace)?;
-    let cfg = SimConfig {
-        policy: Policy {
-            kind: a.policy,
+    let policy = match &a.pol.flexd_config {
+        Some(p) => flexd_policy(p)?,
+        None => Policy {
             window: a.sim.window,
+            ..a.pol.policy
         },
+    };
+    let cfg = SimConfig {
+        policy,
         drain_s: a.sim.drain_s,
         exec,
         record_rows: a.gantt.is_some(),
@@ -282,7 +380,7 @@ fn run(a: RunArgs) -> Result<(), SimError> {
         let title = format!(
             "{} {}, {}",
             a.model,
-            super::metrics::policy_name(a.policy, a.sim.window),
+            super::metrics::policy_name(&cfg.policy),
             a.trace.display()
         );
         write_atomic(p, charts::gantt(&r, &title, p)?.as_bytes())?;
@@ -357,9 +455,15 @@ fn compare(a: CompareArgs) -> Result<(), SimError> {
         seed: a.seed,
         categories: a.categories,
         kinds: a.kinds,
-        policies: a.policies,
+        policies: a
+            .policies
+            .iter()
+            .map(|p| Policy {
+                window: a.sim.window,
+                ..*p
+            })
+            .collect(),
         models: a.models,
-        window: a.sim.window,
         max_size: (a.max_size > 0).then_some(a.max_size),
         oversize: a.oversize,
         load: a.arrivals.load,
@@ -417,10 +521,7 @@ fn compare(a: CompareArgs) -> Result<(), SimError> {
         })
         .map_err(SimError::Usage)?;
         let cfg = SimConfig {
-            policy: Policy {
-                kind: policy,
-                window: spec.window,
-            },
+            policy,
             drain_s: spec.drain_s,
             exec: spec.exec.clone(),
             record_rows: true,
@@ -430,7 +531,7 @@ fn compare(a: CompareArgs) -> Result<(), SimError> {
             let p = out(&format!("gantt-{model}.svg"));
             let title = format!(
                 "{model}, {}, {category} {kind} trace (seed {})",
-                super::metrics::policy_name(policy, spec.window),
+                super::metrics::policy_name(&policy),
                 spec.seed
             );
             write_atomic(&p, charts::gantt(&r, &title, &p)?.as_bytes())?;
@@ -444,11 +545,61 @@ fn compare(a: CompareArgs) -> Result<(), SimError> {
     Ok(())
 }
 
-fn policy_slug(p: PolicyKind) -> &'static str {
-    match p {
-        PolicyKind::Fifo => "fifo",
-        PolicyKind::Backfill => "backfill",
+/// `fifo`, `backfill`, `conservative-adaptive`: the kind, and the order unless submission.
+fn policy_slug(p: Policy) -> String {
+    match p.order {
+        Order::Submit => p.kind.to_string(),
+        o => format!("{}-{o}", p.kind),
     }
+}
+
+fn sweep(a: SweepArgs) -> Result<(), SimError> {
+    let hw = hardware(&a.hw)?;
+    if a.seeds == 0 {
+        return Err(SimError::Usage("seeds must be at least 1".into()));
+    }
+    let spec = SweepSpec {
+        seeds: a.seeds,
+        seed: a.seed,
+        shapes: a.shapes,
+        categories: a.categories,
+        kinds: a.kinds,
+        policies: a
+            .policies
+            .iter()
+            .map(|p| Policy {
+                window: a.sim.window,
+                ..*p
+            })
+            .collect(),
+        models: a.models,
+        max_size: (a.max_size > 0).then_some(a.max_size),
+        load: a.load,
+        drain_s: a.sim.drain_s,
+        exec: exec_model(&a.sim.config)?,
+    };
+    let total = spec.shapes.len()
+        * spec.categories.len()
+        * spec.kinds.len()
+        * spec.seeds
+        * spec.policies.len()
+        * spec.models.len();
+    let bar = if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::new(total as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let s = sweep::run(&spec, &hw, || bar.inc(1))?;
+    bar.finish_and_clear();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&s).expect("sweep serializes")
+        );
+    } else {
+        print!("{}", s.table());
+    }
+    Ok(())
 }
 
 fn runs_csv(c: &compare::Comparison) -> String {
@@ -493,4 +644,48 @@ fn ratios_csv(c: &compare::Comparison) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flex_sched::PolicyKind;
+
+    /// flexd's compiled-in defaults and a site file give the policies flexd's config tests
+    /// assert for the same text (flexd/src/config.rs): both go through the core's PolicyKeys.
+    #[test]
+    fn flexd_config_gives_flexds_policy() {
+        assert_eq!(
+            policy_from_flexd_toml("", "f").unwrap(),
+            Policy::backfill(14)
+        );
+        let file = "policy = \"conservative\"\nbackfill_window = 0\nqueue_order = \"adaptive\"\naging_pct = 50\n";
+        assert_eq!(
+            policy_from_flexd_toml(file, "f").unwrap(),
+            Policy {
+                kind: PolicyKind::Conservative,
+                window: 0,
+                order: Order::Adaptive,
+                aging_pct: 50,
+            }
+        );
+        // flexd's other keys are not errors here
+        assert!(
+            policy_from_flexd_toml("nccl_mode = \"none\"\n[limits]\nmax_directives = 3", "f")
+                .is_ok()
+        );
+        let e = policy_from_flexd_toml("backfill_window = -1", "site.toml").unwrap_err();
+        assert_eq!(
+            e,
+            "site.toml: backfill_window: -1 must be between 0 and 1000000"
+        );
+        assert!(policy_from_flexd_toml("policy = 3", "f")
+            .unwrap_err()
+            .contains("must be a string"));
+        assert_eq!(
+            parse_policy("backfill:shortest").unwrap(),
+            Policy::backfill(14).ordered(Order::Shortest)
+        );
+        assert!(parse_policy("lottery").is_err());
+    }
 }

@@ -7,7 +7,7 @@ use super::gen::{generate, Category, GenSpec, KindMix};
 use super::metrics::{policy_name, Metrics};
 use super::models::{Hardware, ModelKind};
 use super::{SimConfig, SimError};
-use flex_sched::{Policy, PolicyKind};
+use flex_sched::Policy;
 use serde::Serialize;
 
 /// The grid to run.
@@ -17,9 +17,9 @@ pub struct CompareSpec {
     pub seed: u64,
     pub categories: Vec<Category>,
     pub kinds: Vec<KindMix>,
-    pub policies: Vec<PolicyKind>,
+    /// Policies, each with its window.
+    pub policies: Vec<Policy>,
     pub models: Vec<ModelKind>,
-    pub window: usize,
     /// Cap on job sizes (the paper's Figure 7 uses 4, which Static-MIG needs).
     pub max_size: Option<u32>,
     pub oversize: super::gen::Oversize,
@@ -57,7 +57,7 @@ pub struct Spread {
 #[derive(Clone, Debug, Serialize)]
 pub struct RatioRow {
     pub kind: KindMix,
-    pub policy: PolicyKind,
+    pub policy: Policy,
     /// A size category, or `all` for every trace of the kind.
     pub category: String,
     /// `fm/dm` or `fm/sm`.
@@ -108,10 +108,7 @@ pub fn run(
                 let trace = generate(&g).map_err(SimError::Usage)?;
                 for &policy in &spec.policies {
                     let cfg = SimConfig {
-                        policy: Policy {
-                            kind: policy,
-                            window: spec.window,
-                        },
+                        policy,
                         drain_s: spec.drain_s,
                         exec: spec.exec.clone(),
                         record_rows: false,
@@ -146,7 +143,7 @@ fn ratios(spec: &CompareSpec, runs: &[RunRow]) -> Vec<RatioRow> {
             r.kind == kind
                 && r.category == cat
                 && r.trace == i
-                && r.metrics.policy == policy
+                && r.metrics.policy == policy_name(&policy)
                 && r.metrics.model == model
         })
     };
@@ -228,7 +225,7 @@ impl Comparison {
     pub fn median(
         &self,
         kind: KindMix,
-        policy: PolicyKind,
+        policy: Policy,
         category: Category,
         model: ModelKind,
         get: impl Fn(&Metrics) -> f64,
@@ -239,7 +236,7 @@ impl Comparison {
             .filter(|r| {
                 r.kind == kind
                     && r.category == category
-                    && r.metrics.policy == policy
+                    && r.metrics.policy == policy_name(&policy)
                     && r.metrics.model == model
             })
             .map(|r| get(&r.metrics))
@@ -254,7 +251,7 @@ impl Comparison {
             for &policy in &self.spec.policies {
                 s += &format!(
                     "\n{kind} traces, {}: ratio median (min-max) over {} traces per category\n",
-                    policy_name(policy, self.spec.window),
+                    policy_name(&policy),
                     self.spec.traces_per_category
                 );
                 let mut t = prettytable::Table::new();
@@ -301,7 +298,7 @@ impl Comparison {
     }
 
     /// Medians of each model's own numbers.
-    fn absolutes(&self, kind: KindMix, policy: PolicyKind) -> prettytable::Table {
+    fn absolutes(&self, kind: KindMix, policy: Policy) -> prettytable::Table {
         let mut t = prettytable::Table::new();
         t.set_format(*prettytable::format::consts::FORMAT_BOX_CHARS);
         t.set_titles(prettytable::row![
@@ -329,11 +326,7 @@ impl Comparison {
                     r->m(|x| x.makespan_over_bound),
                     r->m(|x| x.avg_wait_s),
                     r->m(|x| x.utilization),
-                    r->format!(
-                        "{} / {}",
-                        m(|x| x.ext_frag_pct_of_makespan),
-                        m(|x| x.ext_frag_total_pct_of_makespan)
-                    ),
+                    r->m(|x| x.ext_frag_pct_of_makespan),
                     r->m(|x| x.reconfigurations as f64)
                 ]);
             }

@@ -4,13 +4,16 @@
 //!
 //! Virtual time is whole seconds (the core's [`Time`]); run times are rounded up
 //! ([`run_time`]). A start whose placement reconfigures a GPU drains it: the new job runs after
-//! the drain, and every job running on that GPU is suspended for as long, so its end moves. Time
-//! limits only feed the core's reservations: a job that runs past its limit is not killed.
+//! the drain, and every job running on that GPU is suspended for as long, so its end moves.
+//!
+//! A job whose run reaches its time limit ends there, TIMEOUT, as flexd's supervisor ends it
+//! (SIGTERM at the limit; the job is taken to exit on it). The limit counts execution time: a
+//! drain that suspends a job moves its limit with its end.
 
 use super::exec_model::{run_time, ExecModel};
 use super::models::{ModelKind, SimModel};
 use super::trace::Trace;
-use flex_sched::{schedule, JobKind, PendingJob, Policy, Reason, RunningJob, Time};
+use flex_sched::{schedule_with, JobKind, PendingJob, Policy, Reason, RunningJob, Time};
 use gres_plugin::{JobId, Request};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
@@ -53,8 +56,14 @@ pub struct JobRecord {
     /// When the core started it (its resources are held from then on).
     pub start_s: Time,
     pub end_s: Time,
-    /// Execution time: the duration times the model's factor.
+    /// Execution time: the duration times the model's factor, cut at the time limit.
     pub run_s: u64,
+    /// The job reached its time limit and was ended there.
+    pub timeout: bool,
+    /// The least execution time any placement of this model could give it (for the bound).
+    pub min_run_s: u64,
+    /// Its time limit.
+    pub limit_s: u64,
     /// Time it spent drained: waiting for its own GPU's reconfiguration, and suspended by
     /// later ones. `end = start + run + drain`.
     pub drain_s: u64,
@@ -98,6 +107,9 @@ pub struct RunResult {
     pub drain_s: u64,
     /// Job-seconds of running jobs suspended by drains.
     pub suspended_job_s: u64,
+    /// Seconds during which at least one job waited for resources while a host had enough free
+    /// compute slices for it (external fragmentation, the paper's definition).
+    pub ext_frag_time_s: u64,
     /// Compute slices of the cluster.
     pub capacity: u64,
     /// Scheduling passes run.
@@ -123,6 +135,8 @@ struct Job {
     start: Option<Time>,
     end: Time,
     run_s: u64,
+    timeout: bool,
+    min_run_s: u64,
     drain_s: u64,
     ext_frag_s: u64,
     slices: u32,
@@ -143,6 +157,7 @@ pub fn simulate<M: SimModel>(mut model: M, trace: &Trace, cfg: &SimConfig) -> Ru
         reconfigurations: 0,
         drain_s: cfg.drain_s,
         suspended_job_s: 0,
+        ext_frag_time_s: 0,
         capacity: model.capacity(),
         passes: 0,
         row_labels: if cfg.record_rows {
@@ -178,6 +193,8 @@ pub fn simulate<M: SimModel>(mut model: M, trace: &Trace, cfg: &SimConfig) -> Ru
             start: None,
             end: 0,
             run_s: 0,
+            timeout: false,
+            min_run_s: 0,
             drain_s: 0,
             ext_frag_s: 0,
             slices: 0,
@@ -188,6 +205,10 @@ pub fn simulate<M: SimModel>(mut model: M, trace: &Trace, cfg: &SimConfig) -> Ru
     }
 
     let interference = cfg.exec.interference(M::KIND);
+    for j in &mut jobs {
+        let least = model.min_factor(&j.pending, &cfg.exec) * interference;
+        j.min_run_s = run_time(j.duration_s, least).min(j.pending.request.time_limit_s);
+    }
     let mut queue: Vec<PendingJob> = Vec::new();
     let mut running: Vec<RunningJob<M::Placement>> = Vec::new();
     let mut running_job: Vec<usize> = Vec::new();
@@ -256,13 +277,18 @@ pub fn simulate<M: SimModel>(mut model: M, trace: &Trace, cfg: &SimConfig) -> Ru
         for &k in &frag {
             jobs[k].ext_frag_s += t - last_t;
         }
+        if !frag.is_empty() {
+            out.ext_frag_time_s += t - last_t;
+        }
         frag.clear();
         last_t = t;
         if queue.is_empty() {
             continue;
         }
 
-        let d = schedule(&model, &queue, &running, t, &cfg.policy);
+        let d = schedule_with(&model, &queue, &running, t, &cfg.policy, |q| {
+            jobs[(q.id.0 - 1) as usize].submit
+        });
         out.passes += 1;
         for s in &d.starts {
             let k = (s.job.0 - 1) as usize;
@@ -285,7 +311,10 @@ pub fn simulate<M: SimModel>(mut model: M, trace: &Trace, cfg: &SimConfig) -> Ru
             }
             let factor = model.factor(&s.placement, &cfg.exec) * interference;
             let j = &mut jobs[k];
-            j.run_s = run_time(j.duration_s, factor);
+            let limit = j.pending.request.time_limit_s;
+            let run = run_time(j.duration_s, factor);
+            j.timeout = run > limit;
+            j.run_s = run.min(limit);
             j.start = Some(t);
             j.drain_s = own_drain;
             j.end = t + own_drain + j.run_s;
@@ -336,6 +365,9 @@ pub fn simulate<M: SimModel>(mut model: M, trace: &Trace, cfg: &SimConfig) -> Ru
             start_s,
             end_s: j.end,
             run_s: j.run_s,
+            timeout: j.timeout,
+            min_run_s: j.min_run_s,
+            limit_s: j.pending.request.time_limit_s,
             drain_s: j.drain_s,
             ext_frag_s: j.ext_frag_s,
             slices: j.slices,

@@ -12,7 +12,7 @@
 //!   whose rate offers `load` times the cluster's capacity: the mean gap is the trace's total
 //!   slice-seconds ÷ (jobs × total leaves × load). The first job arrives at 0.
 
-use super::trace::{Trace, TraceJob};
+use super::trace::{user_limit, Trace, TraceJob, LIMIT_GRANULARITY_S};
 use flex_sched::JobKind;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -43,9 +43,9 @@ pub enum KindMix {
 #[serde(rename_all = "lowercase")]
 pub enum Oversize {
     /// Leave them out of the trace.
-    #[default]
     Drop,
-    /// Lower their size to the cap.
+    /// Lower their size to the cap (the default: it keeps the paper's 62–64 jobs per trace).
+    #[default]
     Clamp,
 }
 
@@ -95,6 +95,9 @@ impl fmt::Display for KindMix {
     }
 }
 
+/// Users' overestimate of a run when they set its limit: uniform between these factors.
+pub const DEFAULT_LIMIT_FACTOR: (f64, f64) = (1.0, 2.0);
+
 const TRAIN_SIZES: [u32; 5] = [1, 2, 4, 6, 8];
 const INFER_SIZES: [u32; 3] = [1, 2, 4];
 /// Duration classes (§5.1): short, medium, long, in seconds.
@@ -117,6 +120,10 @@ pub struct GenSpec {
     pub duration_mix: [f64; 3],
     /// Leaves of the cluster the trace is meant for (14 on the paper's testbed).
     pub total_leaves: u32,
+    /// How users set time limits: the run time times a factor drawn uniformly from this range,
+    /// rounded up to `limit_granularity_s`.
+    pub limit_factor: (f64, f64),
+    pub limit_granularity_s: u64,
 }
 
 impl GenSpec {
@@ -128,10 +135,12 @@ impl GenSpec {
             seed,
             jobs: None,
             max_size: None,
-            oversize: Oversize::Drop,
+            oversize: Oversize::Clamp,
             load: 1.0,
             duration_mix: [1.0, 1.0, 1.0],
             total_leaves,
+            limit_factor: DEFAULT_LIMIT_FACTOR,
+            limit_granularity_s: LIMIT_GRANULARITY_S,
         }
     }
 
@@ -155,6 +164,15 @@ impl GenSpec {
         }
         if self.jobs == Some(0) {
             return Err("jobs must be at least 1".into());
+        }
+        let (lo, hi) = self.limit_factor;
+        if !(lo.is_finite() && hi.is_finite() && 1.0 <= lo && lo <= hi) {
+            return Err(format!(
+                "limit factor {lo}..{hi} must be a range of numbers of at least 1"
+            ));
+        }
+        if self.limit_granularity_s == 0 {
+            return Err("limit granularity must be at least 1 s".into());
         }
         if self.total_leaves == 0 {
             return Err("the topology has no leaves".into());
@@ -237,6 +255,19 @@ pub fn generate(spec: &GenSpec) -> Result<Trace, String> {
         })
         .collect();
 
+    // Limits from a stream of their own, so that sizes, durations and arrivals stay those of
+    // the same seed without limits.
+    let mut limits = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x6c69_6d69_7473);
+    let (lo, hi) = spec.limit_factor;
+    for j in &mut jobs {
+        let f = if hi > lo {
+            limits.gen_range(lo..=hi)
+        } else {
+            lo
+        };
+        j.time_limit_s = Some(user_limit(j.duration_s, f, spec.limit_granularity_s));
+    }
+
     let work: f64 = jobs
         .iter()
         .map(|j| j.leaves as f64 * j.duration_s as f64)
@@ -286,6 +317,7 @@ mod tests {
         let mut s = GenSpec::paper(Category::Large, KindMix::Train, 9, 14);
         s.max_size = Some(4);
         s.jobs = Some(500);
+        s.oversize = Oversize::Drop;
         let t = generate(&s).unwrap();
         assert_eq!(t.jobs.len(), 500);
         // dropping keeps Table 2's proportions of the smaller sizes; clamping turns 6 and 8 into 4
@@ -303,10 +335,29 @@ mod tests {
         );
         let paper = generate(&GenSpec {
             jobs: None,
+            oversize: Oversize::Clamp,
             ..s.clone()
         })
         .unwrap();
-        assert_eq!(paper.jobs.len(), 40);
+        assert_eq!(paper.jobs.len(), 64);
+        let dropped = generate(&GenSpec {
+            jobs: None,
+            oversize: Oversize::Drop,
+            ..s.clone()
+        })
+        .unwrap();
+        assert_eq!(dropped.jobs.len(), 40);
+        // limits: at least the duration, whole quarter hours, at most twice the run rounded up
+        for j in &t.jobs {
+            let l = j.time_limit_s.unwrap();
+            assert!(
+                l >= j.duration_s && l % 900 == 0 && l <= (2 * j.duration_s).div_ceil(900) * 900
+            );
+        }
+        assert!(t
+            .jobs
+            .iter()
+            .any(|j| j.time_limit_s.unwrap() < j.duration_s * 106 / 100));
         assert!(t.jobs.iter().all(|j| j.leaves <= 4));
         assert!(t.jobs.iter().all(|j| (600..=7200).contains(&j.duration_s)));
         assert_eq!(t.jobs[0].submit_s, 0);

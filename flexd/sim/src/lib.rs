@@ -20,6 +20,7 @@ pub mod exec_model;
 pub mod gen;
 pub mod metrics;
 pub mod models;
+pub mod sweep;
 pub mod trace;
 
 pub use engine::{simulate, JobRecord, RunResult, SimConfig};

@@ -6,23 +6,29 @@
 
 use super::engine::RunResult;
 use super::models::ModelKind;
-use flex_sched::PolicyKind;
+use flex_sched::{Order, Policy, PolicyKind};
 use serde::Serialize;
 
 /// What one run measured.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Metrics {
     pub model: ModelKind,
-    pub policy: PolicyKind,
-    pub window: usize,
+    /// The policy's name: `fifo`, `backfill/14`, `conservative/14+adaptive` ([`policy_name`]).
+    pub policy: String,
+    /// Backfill window (absent under FIFO, which has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<usize>,
     /// Jobs that ran.
     pub jobs: usize,
     /// Jobs the model can never run (e.g. above 4 slices under Static-MIG).
     pub not_run: usize,
+    /// Jobs ended at their time limit.
+    pub timeouts: usize,
     /// First submission to last end.
     pub makespan_s: u64,
-    /// max(max(submit + duration), first submit + Σ need × duration ÷ capacity), from the first
-    /// submission, rounded up.
+    /// Release-aware lower bound: the largest, over submission times t, of t plus the work
+    /// (need × least run) submitted at or after t ÷ capacity, and of any job's submit + least
+    /// run; from the first submission, rounded up.
     pub lower_bound_s: u64,
     pub makespan_over_bound: f64,
     /// Submission to end: wait + run + drain.
@@ -35,11 +41,9 @@ pub struct Metrics {
     pub avg_drain_s: f64,
     /// Time waited with enough free compute slices on a host but no usable placement.
     pub avg_ext_frag_s: f64,
-    /// avg_ext_frag_s as a percentage of the makespan.
+    /// The time during which at least one job was so blocked, as a percentage of the makespan
+    /// (never above 100).
     pub ext_frag_pct_of_makespan: f64,
-    /// The sum over jobs of that delay as a percentage of the makespan (under FIFO, the share
-    /// of the run during which the head job was so blocked).
-    pub ext_frag_total_pct_of_makespan: f64,
     /// Busy slice-seconds (executing) ÷ (capacity × (last end − first start)).
     pub utilization: f64,
     pub reconfigurations: u64,
@@ -63,19 +67,7 @@ impl Metrics {
         let first_start = r.jobs.iter().map(|j| j.start_s).min().unwrap_or(0);
         let last_end = r.jobs.iter().map(|j| j.end_s).max().unwrap_or(0);
         let makespan_s = last_end - first_submit;
-        let by_job = r
-            .jobs
-            .iter()
-            .map(|j| j.submit_s + j.duration_s - first_submit)
-            .max()
-            .unwrap_or(0);
-        let area: u128 = r
-            .jobs
-            .iter()
-            .map(|j| j.need as u128 * j.duration_s as u128)
-            .sum();
-        let by_area = area.div_ceil(r.capacity.max(1) as u128) as u64;
-        let lower_bound_s = by_job.max(by_area);
+        let lower_bound_s = lower_bound(r, first_submit);
         let busy: u128 = r
             .jobs
             .iter()
@@ -83,13 +75,13 @@ impl Metrics {
             .sum();
         let span = (last_end - first_start) as u128 * r.capacity as u128;
         let avg_ext_frag_s = mean(&|j| j.ext_frag_s);
-        let total_ext_frag_s: u64 = r.jobs.iter().map(|j| j.ext_frag_s).sum();
         Metrics {
             model: r.model,
-            policy: r.policy.kind,
-            window: r.policy.window,
+            policy: policy_name(&r.policy),
+            window: (r.policy.kind != PolicyKind::Fifo).then_some(r.policy.window),
             jobs: n,
             not_run: r.not_run.len(),
+            timeouts: r.jobs.iter().filter(|j| j.timeout).count(),
             makespan_s,
             lower_bound_s,
             makespan_over_bound: ratio(makespan_s as f64, lower_bound_s as f64),
@@ -98,9 +90,7 @@ impl Metrics {
             avg_run_s: mean(&|j| j.run_s),
             avg_drain_s: mean(&|j| j.drain_s),
             avg_ext_frag_s,
-            ext_frag_pct_of_makespan: 100.0 * ratio(avg_ext_frag_s, makespan_s as f64),
-            ext_frag_total_pct_of_makespan: 100.0
-                * ratio(total_ext_frag_s as f64, makespan_s as f64),
+            ext_frag_pct_of_makespan: 100.0 * ratio(r.ext_frag_time_s as f64, makespan_s as f64),
             utilization: ratio(busy as f64, span as f64),
             reconfigurations: r.reconfigurations,
             reconfig_s: r.reconfigurations * r.drain_s,
@@ -113,9 +103,10 @@ impl Metrics {
         let s1 = |v: f64| format!("{v:.1}");
         vec![
             ("model", self.model.to_string()),
-            ("policy", policy_name(self.policy, self.window)),
+            ("policy", self.policy.clone()),
             ("jobs", self.jobs.to_string()),
             ("not_run", self.not_run.to_string()),
+            ("timeouts", self.timeouts.to_string()),
             ("makespan_s", self.makespan_s.to_string()),
             ("lower_bound_s", self.lower_bound_s.to_string()),
             (
@@ -130,10 +121,6 @@ impl Metrics {
             (
                 "ext_frag_pct_of_makespan",
                 format!("{:.2}", self.ext_frag_pct_of_makespan),
-            ),
-            (
-                "ext_frag_total_pct_of_makespan",
-                format!("{:.2}", self.ext_frag_total_pct_of_makespan),
             ),
             ("utilization", format!("{:.4}", self.utilization)),
             ("reconfigurations", self.reconfigurations.to_string()),
@@ -162,11 +149,40 @@ impl Metrics {
     }
 }
 
-/// `fifo` or `backfill/14`.
-pub fn policy_name(kind: PolicyKind, window: usize) -> String {
-    match kind {
+/// The release-aware lower bound on the makespan, from the first submission: no schedule can
+/// finish the work submitted at or after t before t + that work ÷ capacity, nor a job before
+/// its submission plus its least run.
+pub fn lower_bound(r: &RunResult, first_submit: u64) -> u64 {
+    let mut by_submit: Vec<(u64, u128)> = r
+        .jobs
+        .iter()
+        .map(|j| (j.submit_s, j.need as u128 * j.min_run_s as u128))
+        .collect();
+    by_submit.sort_unstable();
+    let cap = r.capacity.max(1) as u128;
+    let mut best = r
+        .jobs
+        .iter()
+        .map(|j| j.submit_s + j.min_run_s - first_submit)
+        .max()
+        .unwrap_or(0);
+    let mut rest: u128 = 0;
+    for &(t, w) in by_submit.iter().rev() {
+        rest += w;
+        best = best.max(t - first_submit + rest.div_ceil(cap) as u64);
+    }
+    best
+}
+
+/// `fifo`, `backfill/14`, `conservative/0`, with `+order` unless in submission order.
+pub fn policy_name(p: &Policy) -> String {
+    let base = match p.kind {
         PolicyKind::Fifo => "fifo".into(),
-        PolicyKind::Backfill => format!("backfill/{window}"),
+        k => format!("{k}/{}", p.window),
+    };
+    match p.order {
+        Order::Submit => base,
+        o => format!("{base}+{o}"),
     }
 }
 

@@ -1,8 +1,9 @@
 //! Trace files: CSV with a header naming the columns, in any order.
 //!
 //! Required: `job_id,submit_s,leaves,duration_s,kind` (kind = train|infer). Optional: `mem_gb`
-//! (GPU memory, 10^9 bytes), `time_limit_s` (defaults to the duration) and `after` (`:`-separated
-//! job_ids that must have ended before the job may start, flexsub's `afterany`). `duration_s` is the
+//! (GPU memory, 10^9 bytes), `time_limit_s` (defaults to [`user_limit`] of the duration with
+//! the middle overestimate, 1.5, on a 15-minute granularity) and `after` (`:`-separated job_ids
+//! that must have ended before the job may start, flexsub's `afterany`). `duration_s` is the
 //! job's run time on a one-to-one MIG instance of its size. Times may have decimals; they are
 //! rounded up to whole seconds. Lines starting with `#` are comments. A bad row is rejected
 //! with its line number, the field and the value.
@@ -28,10 +29,22 @@ pub struct TraceJob {
 }
 
 impl TraceJob {
-    /// The limit the scheduler plans with: the given one, else the duration.
+    /// The limit: the given one, else what a user would set (duration × 1.5, rounded up to a
+    /// quarter hour). A job that runs longer ends TIMEOUT at it, as under flexd.
     pub fn limit_s(&self) -> u64 {
-        self.time_limit_s.unwrap_or(self.duration_s)
+        self.time_limit_s
+            .unwrap_or_else(|| user_limit(self.duration_s, 1.5, LIMIT_GRANULARITY_S))
     }
+}
+
+/// The granularity users set limits in: a quarter hour (`-t 0:45:00`, `-t 2:00:00`).
+pub const LIMIT_GRANULARITY_S: u64 = 900;
+
+/// A time limit as users set it: the run they expect times their overestimate `factor`,
+/// rounded up to `granularity_s`.
+pub fn user_limit(duration_s: u64, factor: f64, granularity_s: u64) -> u64 {
+    let raw = (duration_s as f64 * factor - 1e-6).ceil().max(1.0) as u64;
+    raw.div_ceil(granularity_s) * granularity_s
 }
 
 /// A whole trace, jobs in file order.
@@ -320,7 +333,9 @@ mod tests {
         assert_eq!(t.jobs[1].submit_s, 13);
         assert_eq!(t.jobs[1].kind, JobKind::Infer);
         assert_eq!(t.jobs[1].mem_gb, Some(4.5));
-        assert_eq!(t.jobs[1].limit_s(), 1800);
+        // no limit given: 1800 × 1.5 = 2700, a whole number of quarter hours; 601 × 1.5 → 1800
+        assert_eq!(t.jobs[1].limit_s(), 2700);
+        assert_eq!(t.jobs[0].limit_s(), 1800);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! flexsim: a hand-computed trace under every model and policy, properties of every run over
 //! generated traces, byte-identical output per seed, and trace errors with their line number.
 
-use flex_sched::{JobKind, Policy, PolicyKind};
+use flex_sched::{JobKind, Order, Policy, PolicyKind};
 use flexsim::gen::{generate, Category, GenSpec, KindMix, Oversize};
 use flexsim::models::{Hardware, ModelKind};
 use flexsim::{ExecModel, Metrics, RunResult, SimConfig, Trace};
@@ -13,13 +13,15 @@ use std::process::Command;
 /// overhead 5% for an even spread (+5% more when fully concentrated, at most 10%):
 ///
 /// ```text
-/// job submit size duration kind
-///  1     0    4    1000   train
-///  2     0    1    2000   train
-///  3     0    6    3000   infer
-///  4   100    3     500   train
-///  5   100    1     300   train
+/// job submit size duration kind  limit
+///  1     0    4    1000   train  1100
+///  2     0    1    2000   train  2000
+///  3     0    6    3000   infer  3300
+///  4   100    3     500   train   550
+///  5   100    1     300   train   300
 /// ```
+///
+/// (No run reaches its limit; `a_job_at_its_limit_ends_timeout` covers that.)
 ///
 /// Flex-MIG (FIFO and backfill alike):
 /// - t=0: job 1 gets L0,L1,L7,L8 (2-2, even: x1.05 = 1050 s, ends 1050); job 2 the 1g.10gb L6
@@ -30,16 +32,16 @@ use std::process::Command;
 /// - t=625: job 5 takes the 1g.10gb L13 (300 s, ends 925).
 /// - makespan 3150; JCT 1050+2000+3150+525+825 = 7550 → 1510.0; wait 525 → 105.0; run
 ///   1050+2000+3150+525+300 = 7025 → 1405.0; busy 4·1050+2000+6·3150+3·525+300 = 26975 slice-s
-///   over 14·3150 = 44100 → 0.6117; bound max(3000, ⌈(4000+2000+18000+1500+300)/14⌉ = 1843) =
-///   3000 → 1.0500.
+///   over 14·3150 = 44100 → 0.6117; bound: job 3's least run on fm is its even 3-3 spread,
+///   3150, so max(3150, ⌈26975/14⌉ = 1927) = 3150 → 1.0000.
 ///
 /// Dynamic-MIG (instances start absent; small ones go to the highest free start):
 /// - t=0: job 1 → GPU 0 4g@0; job 2 → GPU 0 1g@6 (the fuller GPU); job 3 (6 → 7g) → GPU 1.
 /// - t=100: job 4 (3g) fits nowhere: GPU 0 has 5 SM slices in use, GPU 1 runs inference (never
-///   drained). Its reservation: at 1000, when job 1 ends, GPU 0 can be reconfigured. Free
+///   drained). Its reservation: at 1100, job 1's limit, GPU 0 can be reconfigured. Free
 ///   slices 2 < 3: no fragmentation.
 ///   - FIFO: job 5 waits behind it.
-///   - backfill: job 5 (1g@5 on GPU 0, ends 400 ≤ 1000) backfills.
+///   - backfill: job 5 (1g@5 on GPU 0, ends 400 ≤ 1100) backfills.
 /// - t=1000: job 1 ends; job 4 reconfigures GPU 0 (destroys the idle 4g, and under backfill
 ///   job 5's idle 1g), 3g@0 beside job 2's 1g@6: job 4 runs 1100-1600, job 2 is suspended 100 s
 ///   (ends 2100). One reconfiguration, 100 s of suspension.
@@ -48,7 +50,7 @@ use std::process::Command;
 /// - makespan 3000 (job 3); run 1000+2000+3000+500+300 = 6800 → 1360.0; drain 200 → 40.0;
 ///   busy 4000+2000+21000+1500+300 = 28800 over 42000 → 0.6857; bound 3000.
 ///   - FIFO: waits 900+1000 → 380.0; JCT 1000+2100+3000+1500+1300 = 8900 → 1780.0;
-///     fragmentation 100 → 20.0 (0.67% of the makespan).
+///     fragmentation 100 → 20.0 per job, 100 s of 3000 with a job so blocked: 3.33%.
 ///   - backfill: waits 900 → 180.0; JCT 1000+2100+3000+1500+300 = 7900 → 1580.0.
 ///
 /// Static-MIG (each GPU 1g.10gb + 2g.10gb + 4g.20gb; FIFO and backfill alike):
@@ -56,12 +58,12 @@ use std::process::Command;
 ///   (3 slices) → GPU 1 4g (ends 600), job 5 → GPU 1 1g (ends 400).
 /// - makespan 2000; JCT = run: 1000+2000+500+300 = 3800 → 950.0; busy 4000+2000+4·500+300 =
 ///   8300 over 28000 → 0.2964; bound max(2000, ⌈7800/14⌉ = 558) = 2000.
-const HAND_TRACE: &str = "job_id,submit_s,leaves,duration_s,kind
-1,0,4,1000,train
-2,0,1,2000,train
-3,0,6,3000,infer
-4,100,3,500,train
-5,100,1,300,train
+const HAND_TRACE: &str = "job_id,submit_s,leaves,duration_s,kind,time_limit_s
+1,0,4,1000,train,1100
+2,0,1,2000,train,2000
+3,0,6,3000,infer,3300
+4,100,3,500,train,550
+5,100,1,300,train,300
 ";
 
 const HAND_EXEC: &str = "interference = 1.0
@@ -88,32 +90,32 @@ fn hand_computed_trace_under_every_model_and_policy() {
         (
             ModelKind::Fm,
             PolicyKind::Fifo,
-            "5,0,3150,3000,1.0500,1510.0,105.0,1405.0,0.0,0.0,0.00,0.00,0.6117,0,0,0",
+            "5,0,0,3150,3150,1.0000,1510.0,105.0,1405.0,0.0,0.0,0.00,0.6117,0,0,0",
         ),
         (
             ModelKind::Fm,
             PolicyKind::Backfill,
-            "5,0,3150,3000,1.0500,1510.0,105.0,1405.0,0.0,0.0,0.00,0.00,0.6117,0,0,0",
+            "5,0,0,3150,3150,1.0000,1510.0,105.0,1405.0,0.0,0.0,0.00,0.6117,0,0,0",
         ),
         (
             ModelKind::Dm,
             PolicyKind::Fifo,
-            "5,0,3000,3000,1.0000,1780.0,380.0,1360.0,40.0,20.0,0.67,3.33,0.6857,1,100,100",
+            "5,0,0,3000,3000,1.0000,1780.0,380.0,1360.0,40.0,20.0,3.33,0.6857,1,100,100",
         ),
         (
             ModelKind::Dm,
             PolicyKind::Backfill,
-            "5,0,3000,3000,1.0000,1580.0,180.0,1360.0,40.0,0.0,0.00,0.00,0.6857,1,100,100",
+            "5,0,0,3000,3000,1.0000,1580.0,180.0,1360.0,40.0,0.0,0.00,0.6857,1,100,100",
         ),
         (
             ModelKind::Sm,
             PolicyKind::Fifo,
-            "4,1,2000,2000,1.0000,950.0,0.0,950.0,0.0,0.0,0.00,0.00,0.2964,0,0,0",
+            "4,1,0,2000,2000,1.0000,950.0,0.0,950.0,0.0,0.0,0.00,0.2964,0,0,0",
         ),
         (
             ModelKind::Sm,
             PolicyKind::Backfill,
-            "4,1,2000,2000,1.0000,950.0,0.0,950.0,0.0,0.0,0.00,0.00,0.2964,0,0,0",
+            "4,1,0,2000,2000,1.0000,950.0,0.0,950.0,0.0,0.0,0.00,0.2964,0,0,0",
         ),
     ];
     for (model, policy, want) in expected {
@@ -121,6 +123,7 @@ fn hand_computed_trace_under_every_model_and_policy() {
             policy: Policy {
                 kind: policy,
                 window: 14,
+                ..Policy::fifo()
             },
             drain_s: 100,
             exec: ExecModel::from_toml(HAND_EXEC, "hand.toml").unwrap(),
@@ -165,6 +168,29 @@ fn hand_computed_trace_under_every_model_and_policy() {
     );
 }
 
+/// A job whose run reaches its limit ends there (TIMEOUT), as flexd's supervisor ends it; one
+/// that ends exactly at its limit does not time out. The limit also caps the bound's least run.
+#[test]
+fn a_job_at_its_limit_ends_timeout() {
+    let trace = Trace::from_reader(
+        "job_id,submit_s,leaves,duration_s,kind,time_limit_s\n1,0,1,1000,train,900\n\
+         2,0,1,1000,train,1000\n3,0,2,1000,train,1000\n"
+            .as_bytes(),
+        "t.csv",
+    )
+    .unwrap();
+    let cfg = SimConfig {
+        exec: ExecModel::from_toml(HAND_EXEC, "hand.toml").unwrap(),
+        ..SimConfig::new(Policy::fifo())
+    };
+    let r = run(&testbed(), ModelKind::Fm, &trace, &cfg);
+    let got: Vec<_> = r.jobs.iter().map(|j| (j.id, j.end_s, j.timeout)).collect();
+    // job 3 (two leaves, one-to-many +5%) needs 1050 s: it is ended at 1000
+    assert_eq!(got, [(1, 900, true), (2, 1000, false), (3, 1000, true)]);
+    let m = Metrics::of(&r);
+    assert_eq!((m.timeouts, m.makespan_s, m.lower_bound_s), (2, 1000, 1000));
+}
+
 /// Every job's rows are held by no other job at the same time.
 fn no_overlaps(r: &RunResult) -> Result<(), String> {
     let mut by_row: std::collections::BTreeMap<u32, Vec<(u64, u64, u64)>> = Default::default();
@@ -187,26 +213,28 @@ fn no_overlaps(r: &RunResult) -> Result<(), String> {
     Ok(())
 }
 
-fn arb_case() -> impl Strategy<
-    Value = (
-        GenSpec,
-        ModelKind,
-        PolicyKind,
-        u64,
-        usize,
-        &'static str,
-        usize,
-    ),
-> {
+fn arb_case() -> impl Strategy<Value = (GenSpec, ModelKind, Policy, u64, &'static str, usize)> {
     (
         0u64..10_000,
         prop::sample::select(Category::ALL.to_vec()),
         prop::sample::select(KindMix::ALL.to_vec()),
         prop::sample::select(ModelKind::ALL.to_vec()),
-        prop::sample::select(vec![PolicyKind::Fifo, PolicyKind::Backfill]),
+        prop::sample::select(vec![
+            PolicyKind::Fifo,
+            PolicyKind::Backfill,
+            PolicyKind::Conservative,
+        ]),
         prop::sample::select(vec![0.5, 1.0, 4.0]),
         100u64..=120,
-        prop::sample::select(vec![0usize, 3, 14]),
+        (
+            prop::sample::select(vec![0usize, 3, 14]),
+            prop::sample::select(vec![
+                Order::Submit,
+                Order::Shortest,
+                Order::Longest,
+                Order::Adaptive,
+            ]),
+        ),
         prop::sample::select(vec![
             ("a100-40gb-x2", 1usize),
             ("a100-40gb-x2", 2),
@@ -218,7 +246,7 @@ fn arb_case() -> impl Strategy<
         ])),
     )
         .prop_map(
-            |(seed, cat, kind, model, policy, load, drain, window, (topo, hosts), cap)| {
+            |(seed, cat, kind, model, policy, load, drain, (window, order), (topo, hosts), cap)| {
                 let hw = Hardware::load(topo, hosts).unwrap();
                 let mut g = GenSpec::paper(cat, kind, seed, hw.total_leaves());
                 g.load = load;
@@ -229,7 +257,13 @@ fn arb_case() -> impl Strategy<
                     g.max_size = Some(m);
                     g.oversize = o;
                 }
-                (g, model, policy, drain, window, topo, hosts)
+                let policy = Policy {
+                    kind: policy,
+                    window,
+                    order,
+                    aging_pct: 100,
+                };
+                (g, model, policy, drain, topo, hosts)
             },
         )
 }
@@ -238,12 +272,12 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
     #[test]
-    fn every_run_keeps_the_invariants((g, model, policy, drain, window, topo, hosts) in arb_case()) {
+    fn every_run_keeps_the_invariants((g, model, policy, drain, topo, hosts) in arb_case()) {
         let hw = Hardware::load(topo, hosts).unwrap();
         let trace = generate(&g).unwrap();
         let exec = ExecModel::default();
         let cfg = SimConfig {
-            policy: Policy { kind: policy, window },
+            policy,
             drain_s: drain,
             exec: exec.clone(),
             record_rows: true,
@@ -255,12 +289,14 @@ proptest! {
         let expect_not_run = if model == ModelKind::Sm { too_big } else { 0 };
         prop_assert_eq!(r.not_run.len(), expect_not_run);
         prop_assert!(m.makespan_s >= m.lower_bound_s, "{:?}", m);
+        prop_assert!((0.0..=100.0).contains(&m.ext_frag_pct_of_makespan), "{:?}", m);
         prop_assert!(m.utilization <= 1.0 + 1e-9 && m.utilization > 0.0, "{:?}", m);
         let inter = exec.interference(model);
         for j in &r.jobs {
             prop_assert!(j.start_s >= j.submit_s);
             prop_assert_eq!(j.jct_s(), j.wait_s() + j.run_s + j.drain_s);
-            prop_assert!(j.run_s >= j.duration_s);
+            prop_assert!(j.run_s >= j.duration_s || (j.timeout && j.run_s == j.limit_s));
+            prop_assert!(j.run_s <= j.limit_s);
             let most = j.duration_s as f64 * inter * if model == ModelKind::Fm { 1.10 } else { 1.0 };
             prop_assert!(j.run_s as f64 <= most.ceil(), "job {} runs {} of {}", j.id, j.run_s, j.duration_s);
             prop_assert!(j.ext_frag_s <= j.wait_s());

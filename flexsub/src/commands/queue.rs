@@ -2,7 +2,9 @@
 
 use crate::client::{into_error, Client};
 use crate::error::Error;
+use crate::format::{self, Format};
 use crate::table;
+use crate::when;
 use clap::Parser;
 use flex_proto::{ArrayRows, JobState, QueueFilter, Request, Response};
 use gres_plugin::JobId;
@@ -35,6 +37,30 @@ pub struct Args {
     /// row, `12_[4-15%2]`, as in squeue).
     #[arg(short = 'r', long = "array")]
     pub array: bool,
+    /// Only your own jobs.
+    #[arg(long)]
+    pub me: bool,
+    /// Only jobs with these names (comma-separated).
+    #[arg(
+        short = 'n',
+        long = "name",
+        value_delimiter = ',',
+        value_name = "NAMES"
+    )]
+    pub names: Vec<String>,
+    /// squeue's format: `%[.][size]type` fields, e.g. "%.18i %.8j %.2t %.10M %R" (see
+    /// docs/commands.md for the fields).
+    #[arg(short = 'o', long = "format", value_name = "FORMAT")]
+    pub format: Option<String>,
+    /// squeue's long format: comma-separated `name[:[.][size]]`, e.g. "JobID,Name:30,State".
+    #[arg(short = 'O', long = "Format", value_name = "FIELDS")]
+    pub format_long: Option<String>,
+    /// squeue's long listing (STATE in full, TIME_LIMIT).
+    #[arg(short = 'l', long = "long")]
+    pub long: bool,
+    /// Pending jobs with their expected start times.
+    #[arg(long)]
+    pub start: bool,
     /// Print JSON (an array of jobs, or of hosts with --leaves).
     #[arg(long)]
     pub json: bool,
@@ -60,6 +86,9 @@ pub fn filter(a: &Args) -> Result<QueueFilter, Error> {
         }),
         ..QueueFilter::default()
     };
+    if a.me {
+        f.users.push(nix::unistd::getuid().to_string());
+    }
     for s in &a.states {
         if s.eq_ignore_ascii_case("all") {
             f.states = JobState::ALL.to_vec();
@@ -75,6 +104,9 @@ pub fn filter(a: &Args) -> Result<QueueFilter, Error> {
         if !f.states.contains(&st) {
             f.states.push(st);
         }
+    }
+    if a.start && f.states.is_empty() {
+        f.states.push(JobState::Pending);
     }
     f.include_finished = f.states.iter().any(|s| s.is_finished());
     for j in &a.jobs {
@@ -108,14 +140,42 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
         return Ok(crate::error::exit::OK);
     }
     let f = filter(a)?;
+    let format = match (&a.format, &a.format_long) {
+        (Some(o), _) => Some(Format::short(o)),
+        (None, Some(o)) => Some(Format::long(o)),
+        (None, None) if a.start => Some(Format::short(format::START)),
+        (None, None) if a.long => Some(Format::short(format::LONG)),
+        (None, None) => None,
+    }
+    .transpose()
+    .map_err(Error::Input)?;
     let mut client = Client::connect("flexq")?;
-    if a.json {
-        let jobs = client.queue(f)?;
+    let named = |name: &str| a.names.is_empty() || a.names.iter().any(|n| n == name);
+    if let Some(format) = format {
+        let now = when::local_now();
+        let (secs, tz) = (when::secs(&now), now.time_zone().clone());
+        let mut text = String::new();
+        if !a.noheader {
+            text.push_str(&format.header());
+            text.push('\n');
+        }
+        for j in client.queue(f)?.iter().filter(|j| named(&j.name)) {
+            text.push_str(&format.row(j, secs, &tz));
+            text.push('\n');
+        }
+        out.write_all(text.as_bytes()).map_err(w)?;
+    } else if a.json {
+        let mut jobs = client.queue(f)?;
+        jobs.retain(|j| named(&j.name));
         let text = serde_json::to_string_pretty(&jobs).expect("protocol types serialize");
         writeln!(out, "{text}").map_err(w)?;
     } else {
         let mut t = table::QueueTable::new(!a.noheader);
-        client.queue_rows(f, |row| t.push(&row))?;
+        client.queue_rows(f, |row| {
+            if named(&row.name) {
+                t.push(&row)
+            }
+        })?;
         let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
         write!(out, "{t}").and_then(|()| out.flush()).map_err(w)?;
     }

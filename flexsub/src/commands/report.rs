@@ -316,94 +316,96 @@ pub fn text(r: &Report, kind: Kind, tz: &jiff::tz::TimeZone, header: bool) -> St
         when::format(r.start, tz),
         when::format(r.end, tz)
     );
-    let usage_header = [
-        "",
-        "JOBS",
-        "LEAF-H",
-        "GPU-H",
-        "MEM-GIB-H",
-        "CORE-H",
-        "AVG-WAIT",
-        "P95-WAIT",
-    ];
-    let wait =
-        |w: Option<f64>| w.map_or_else(|| "-".into(), |w| when::format_elapsed(w.round() as u64));
-    let rows = |ls: &[Line], total: Option<&Line>| -> Vec<Vec<String>> {
-        ls.iter()
-            .chain(total)
-            .map(|l| {
-                vec![
-                    l.name.clone(),
-                    l.jobs.to_string(),
-                    decimal(l.usage.leaf_hours, 2),
-                    decimal(l.usage.gpu_hours, 2),
-                    decimal(l.usage.mem_gib_hours, 2),
-                    decimal(l.usage.core_hours, 2),
-                    wait(l.avg_wait_s),
-                    wait(l.p95_wait_s.map(|w| w as f64)),
-                ]
-            })
-            .collect()
-    };
     let mut out = String::new();
-    let [users, accounts, states, util] = sections(kind);
-    let mut section = |title: &str, first: &str, body: Vec<Vec<String>>| {
+    let mut section = |title: &str, h: &[&str], body: Vec<Vec<String>>| {
         if !out.is_empty() {
             out.push('\n');
         }
         if header {
             out.push_str(&format!("{title}, {period}\n"));
         }
-        let mut h = usage_header;
-        h[0] = first;
-        out.push_str(&table(&h, body, header));
+        out.push_str(&table(h, body, header));
     };
+    let usage = |first| {
+        let mut h = USAGE_HEADER;
+        h[0] = first;
+        h
+    };
+    let [users, accounts, states, util] = sections(kind);
     if users {
-        section("Usage by user", "USER", rows(&r.users, Some(&r.total)));
+        let body = usage_rows(&r.users, Some(&r.total));
+        section("Usage by user", &usage("USER"), body);
     }
     if accounts {
-        section(
-            "Usage by account",
-            "ACCOUNT",
-            rows(&r.accounts, Some(&r.total)),
-        );
+        let body = usage_rows(&r.accounts, Some(&r.total));
+        section("Usage by account", &usage("ACCOUNT"), body);
     }
     if states {
-        section("Jobs by state", "STATE", rows(&r.states, None));
+        section(
+            "Jobs by state",
+            &usage("STATE"),
+            usage_rows(&r.states, None),
+        );
     }
     if util {
-        if !out.is_empty() {
-            out.push('\n');
-        }
-        if header {
-            out.push_str(&format!("Host utilization, {period}\n"));
-        }
-        let body = r
-            .utilization
-            .iter()
-            .map(|h| {
-                vec![
-                    h.host.clone(),
-                    h.leaves.to_string(),
-                    decimal(h.busy_leaf_hours, 2),
-                    decimal(h.capacity_leaf_hours, 2),
-                    format!("{}%", decimal(h.utilization * 100.0, 2)),
-                ]
-            })
-            .collect();
-        out.push_str(&table(
-            &[
-                "HOST",
-                "LEAVES",
-                "BUSY-LEAF-H",
-                "CAPACITY-LEAF-H",
-                "UTILIZATION",
-            ],
-            body,
-            header,
-        ));
+        section("Host utilization", &UTIL_HEADER, utilization_rows(r));
     }
     out
+}
+
+const USAGE_HEADER: [&str; 8] = [
+    "",
+    "JOBS",
+    "LEAF-H",
+    "GPU-H",
+    "MEM-GIB-H",
+    "CORE-H",
+    "AVG-WAIT",
+    "P95-WAIT",
+];
+
+const UTIL_HEADER: [&str; 5] = [
+    "HOST",
+    "LEAVES",
+    "BUSY-LEAF-H",
+    "CAPACITY-LEAF-H",
+    "UTILIZATION",
+];
+
+/// One usage row per line, then the total when given.
+fn usage_rows(ls: &[Line], total: Option<&Line>) -> Vec<Vec<String>> {
+    let wait =
+        |w: Option<f64>| w.map_or_else(|| "-".into(), |w| when::format_elapsed(w.round() as u64));
+    ls.iter()
+        .chain(total)
+        .map(|l| {
+            vec![
+                l.name.clone(),
+                l.jobs.to_string(),
+                decimal(l.usage.leaf_hours, 2),
+                decimal(l.usage.gpu_hours, 2),
+                decimal(l.usage.mem_gib_hours, 2),
+                decimal(l.usage.core_hours, 2),
+                wait(l.avg_wait_s),
+                wait(l.p95_wait_s.map(|w| w as f64)),
+            ]
+        })
+        .collect()
+}
+
+fn utilization_rows(r: &Report) -> Vec<Vec<String>> {
+    r.utilization
+        .iter()
+        .map(|h| {
+            vec![
+                h.host.clone(),
+                h.leaves.to_string(),
+                decimal(h.busy_leaf_hours, 2),
+                decimal(h.capacity_leaf_hours, 2),
+                format!("{}%", decimal(h.utilization * 100.0, 2)),
+            ]
+        })
+        .collect()
 }
 
 /// Run flexreport; returns the exit code.

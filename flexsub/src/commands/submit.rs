@@ -8,7 +8,8 @@ use crate::estimate::{self, Breakdown};
 use crate::options::{Key, Settings, OPTIONS};
 use crate::{script, table};
 use clap::{Arg, ArgAction, ArgMatches, Command};
-use flex_proto::{JobSpec, Request, Response, WouldStart};
+use flex_proto::{JobSpec, JobState, QueueFilter, Request, Response, WouldStart};
+use gres_plugin::JobId;
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -53,6 +54,13 @@ pub fn command() -> Command {
             .help("Print only the job id"),
     )
     .arg(
+        Arg::new("wait")
+            .short('W')
+            .long("wait")
+            .action(ArgAction::SetTrue)
+            .help("Return when the job ends, with its exit code (1 when it failed otherwise)"),
+    )
+    .arg(
         Arg::new("test-only")
             .long("test-only")
             .action(ArgAction::SetTrue)
@@ -88,9 +96,36 @@ pub fn command() -> Command {
 /// What to do with the job once it is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Action {
-    Submit { parsable: bool },
+    Submit { parsable: bool, wait: bool },
     TestOnly { json: bool },
     EstimateOnly,
+}
+
+/// sbatch's `--wait`: poll flexd until the job has ended, then exit as the job did: its exit
+/// code when it completed or failed with one, 1 when it ended otherwise (cancelled, timed out,
+/// killed by a signal, lost with its node). Polls twice a second, as sbatch does.
+fn wait_for_end(client: &mut Client, job: JobId) -> Result<i32, Error> {
+    let filter = QueueFilter {
+        jobs: vec![job],
+        include_finished: true,
+        ..QueueFilter::default()
+    };
+    loop {
+        let views = client.queue(filter.clone())?;
+        let Some(v) = views.into_iter().find(|v| v.id == job) else {
+            return Err(Error::Input(format!(
+                "job {job} is no longer known to flexd; see flexacct -j {job}"
+            )));
+        };
+        if v.state.is_finished() {
+            let code = match (v.state, v.exit_code, v.signal) {
+                (JobState::Completed | JobState::Failed, Some(c), None) => c,
+                _ => 1,
+            };
+            return Ok(code);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
 }
 
 /// A job built from the command line and its script.
@@ -257,6 +292,7 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
     } else {
         Action::Submit {
             parsable: m.get_flag("parsable"),
+            wait: m.get_flag("wait"),
         }
     };
     let cwd = std::env::current_dir().map_err(|source| Error::Read {
@@ -269,8 +305,9 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
     }
     let w = |e: std::io::Error| Error::Input(format!("cannot write the output: {e}"));
     match action {
-        Action::Submit { parsable } => {
-            let job = match Client::connect("flexsub")?.call(&Request::Submit(built.spec))? {
+        Action::Submit { parsable, wait } => {
+            let mut client = Client::connect("flexsub")?;
+            let job = match client.call(&Request::Submit(built.spec))? {
                 Response::Submitted(flex_proto::SubmitReply { job }) => job,
                 other => return Err(crate::client::into_error(other)),
             };
@@ -278,6 +315,10 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
                 writeln!(out, "{job}").map_err(w)?;
             } else {
                 writeln!(out, "Submitted batch job {job}").map_err(w)?;
+            }
+            if wait {
+                out.flush().map_err(w)?;
+                return wait_for_end(&mut client, job);
             }
         }
         Action::TestOnly { json } => {

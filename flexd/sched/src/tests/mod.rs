@@ -7,6 +7,9 @@ use gres_plugin::{GpuIndex, HostId, HostModel, JobId, Request};
 use proptest::prelude::*;
 use std::collections::HashSet;
 
+mod env;
+mod pass;
+
 fn host(name: &str) -> HostModel {
     build_host(&parse(builtin(name).unwrap(), name).unwrap()).unwrap()
 }
@@ -328,98 +331,6 @@ fn placement_strategies_for_shares() {
     }
 }
 
-/// The testbed with a 10-leaf job running until t = 500 (4 leaves free).
-fn testbed_busy_until_500() -> (Cluster, Vec<RunningJob<Allocation>>) {
-    let mut c = cluster(&["a100-40gb-x2"]);
-    let running = vec![RunningJob {
-        id: JobId(100),
-        placement: place_and_take(&mut c, &job(100, 10)),
-        expected_end: 500,
-    }];
-    (c, running)
-}
-
-// Policies.
-
-#[test]
-fn fifo_head_blocks_everything_behind_it() {
-    let (c, running) = testbed_busy_until_500();
-    let q = vec![job(1, 8), job(2, 1)];
-    let d = schedule(&c, &q, &running, 0, &Policy::fifo());
-    assert!(d.starts.is_empty());
-    assert_eq!(
-        d.reservation,
-        Some(Reservation {
-            job: JobId(1),
-            start: 500
-        })
-    );
-    assert_eq!(d.pending[0].estimated_start, Some(500));
-    assert_eq!(d.pending[1].reason, Reason::Priority);
-}
-
-#[test]
-fn easy_backfills_short_jobs_and_holds_long_ones() {
-    let (c, running) = testbed_busy_until_500();
-    // head needs 14; job 2 ends before 500 → backfills; job 3 runs past 500 → would delay
-    let mut short = job(2, 2);
-    short.request.time_limit_s = 400;
-    let long = job(3, 2);
-    let d = schedule(
-        &c,
-        &[job(1, 14), short, long],
-        &running,
-        0,
-        &Policy::backfill(14),
-    );
-    assert_eq!(
-        d.starts.iter().map(|s| s.job).collect::<Vec<_>>(),
-        [JobId(2)]
-    );
-    assert_eq!(
-        d.pending.iter().find(|p| p.job == JobId(3)).unwrap().reason,
-        Reason::Reservation
-    );
-    // with a window of 1, job 3 is not even examined
-    let d = schedule(
-        &c,
-        &[job(1, 14), job(3, 2), job(4, 1)],
-        &running,
-        0,
-        &Policy::backfill(1),
-    );
-    assert_eq!(
-        d.pending.iter().find(|p| p.job == JobId(4)).unwrap().reason,
-        Reason::Priority
-    );
-}
-
-#[test]
-fn easy_starts_a_long_job_that_leaves_the_head_room() {
-    let (c, running) = testbed_busy_until_500();
-    // head needs 12 at 500: 14 free then, so a 2-leaf job running long does not delay it
-    let d = schedule(
-        &c,
-        &[job(1, 12), job(2, 2)],
-        &running,
-        0,
-        &Policy::backfill(0),
-    );
-    assert_eq!(
-        d.starts.iter().map(|s| s.job).collect::<Vec<_>>(),
-        [JobId(2)]
-    );
-}
-
-#[test]
-fn priority_orders_the_queue() {
-    let c = cluster(&["a100-40gb-x2"]);
-    let mut hi = job(2, 14);
-    hi.priority = 10;
-    let d = schedule(&c, &[job(1, 14), hi], &[], 0, &Policy::fifo());
-    assert_eq!(d.starts[0].job, JobId(2));
-}
-
 // Property tests over random hosts, running jobs and queues.
 
 /// Hosts, running jobs (leaves, end), queued jobs (leaves, limit, priority), backfill window.
@@ -597,3 +508,4 @@ fn a_head_without_a_reservation_blocks_but_is_not_failed() {
     assert_eq!(d.pending[0].estimated_start, None);
     assert_eq!(d.pending[1].reason, Reason::Priority);
 }
+mod policies;

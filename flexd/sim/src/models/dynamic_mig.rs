@@ -1,6 +1,8 @@
 //! Dynamic-MIG (Flex-MIG §5.1): one instance per job, the smallest NVIDIA profile that holds its
 //! compute slices and memory (sizes 5–8 take the whole GPU, 7g, as the paper maps sizes 6–8),
-//! on one GPU, at a valid start of NVIDIA's placement table (mig-profiles.md).
+//! on one GPU, at a valid start of NVIDIA's placement table (mig-profiles.md). A job larger
+//! than the paper's largest mapped size (8: one GPU's eight memory slices, run on its 7g
+//! instance) can never run here: one instance is one GPU at most, as in the paper's baseline.
 //!
 //! Instances outlive their jobs: an idle instance of the right profile is reused. A job goes, in
 //! order of preference, to
@@ -21,6 +23,8 @@ use gres_plugin::mig::Profile;
 use std::sync::Arc;
 
 const SM_BUDGET: u8 = 7;
+/// The largest job size the paper maps onto one instance (sizes 6–8 → 7g.40gb).
+const MAX_SIZE: u32 = 8;
 /// A GPU holds at most seven instances (seven 1g over seven SM slices).
 const MAX_INST: usize = 7;
 
@@ -125,6 +129,9 @@ impl DynamicMig {
 
     /// The smallest profile holding the job on GPU `g`.
     fn profile(&self, job: &PendingJob, g: usize) -> Option<Profile> {
+        if size_of(job) > MAX_SIZE {
+            return None;
+        }
         let sm = size_of(job).min(SM_BUDGET as u32);
         let mem = mem_gb_of(job);
         let slice_gb = self.shared.gpus[g].slice_gb;
@@ -158,6 +165,13 @@ impl Model for DynamicMig {
         job.request.validate()?;
         if (0..self.gpus.len()).any(|g| self.profile(job, g).is_some()) {
             return Ok(());
+        }
+        let size = size_of(job);
+        if size > MAX_SIZE {
+            return Err(format!(
+                "asks for {size} compute slices but Dynamic-MIG runs a job on one instance of \
+                 one GPU, at most 7g (sizes up to {MAX_SIZE})"
+            ));
         }
         let most = self
             .shared
@@ -262,6 +276,10 @@ impl Model for DynamicMig {
         } else {
             debug_assert!(false, "released instance {p:?} does not exist");
         }
+    }
+
+    fn units(&self) -> u64 {
+        SimModel::capacity(self)
     }
 }
 

@@ -45,6 +45,19 @@ impl SimModel for Cluster {
             .unwrap_or(0)
     }
 
+    fn min_factor(&self, job: &PendingJob, exec: &ExecModel) -> f64 {
+        // an even spread has no concentration overhead; one leaf none at all
+        match job.request.leaves.unwrap_or(1) {
+            0 | 1 => 1.0,
+            _ => {
+                1.0 + exec
+                    .one_to_many
+                    .even_overhead
+                    .min(exec.one_to_many.max_overhead)
+            }
+        }
+    }
+
     fn factor(&self, a: &Allocation, exec: &ExecModel) -> f64 {
         let h = self.host(a.host);
         let mut per_gpu = [0u32; 16];

@@ -87,6 +87,13 @@ pub trait SimModel: Model {
         1.0
     }
 
+    /// The least run-time factor any placement of the job could have (1 for one-to-one
+    /// models), for the lower bound.
+    fn min_factor(&self, job: &PendingJob, exec: &ExecModel) -> f64 {
+        let _ = (job, exec);
+        1.0
+    }
+
     /// The GPU (the model's own numbering) that must be reconfigured, and so drained, before
     /// this placement can run.
     fn reconfigures(&self, p: &Self::Placement) -> Option<u32> {

@@ -108,6 +108,10 @@ impl Model for StaticMig {
         debug_assert!(*b >> p.inst & 1 == 1, "instance {p:?} is idle");
         *b &= !(1 << p.inst);
     }
+
+    fn units(&self) -> u64 {
+        SimModel::capacity(self)
+    }
 }
 
 impl SimModel for StaticMig {

@@ -1,6 +1,7 @@
 //! flexrun: inside a job, start one process (rank) per allocated leaf, like srun or torchrun.
 //!
-//! The plan comes from the job's environment ([`gres_plugin::env::rank_plan`]); each rank gets
+//! The plan comes from the job's environment ([`gres_plugin::env::rank_plan`]), or inside a
+//! Slurm allocation from Slurm's ([`gres_plugin::slurm::step::flexrun_plan`]); each rank gets
 //! [`gres_plugin::env::rank_env`] on top of it and is bound to its own cores. Each rank leads its
 //! own process group (as torchrun's workers do), so a signal sent to the job's group reaches it
 //! once, through flexrun: signals flexrun receives (TERM, INT, HUP, USR1, USR2) go to every
@@ -12,8 +13,7 @@ mod watchdog;
 
 use crate::error::{exit, Error};
 use clap::Parser;
-use gres_plugin::env::{rank_env, rank_plan};
-use gres_plugin::topology::parse_cpu_list;
+use gres_plugin::env::rank_env;
 use nix::sched::CpuSet;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -59,37 +59,9 @@ pub struct Args {
     pub command: Vec<OsString>,
 }
 
-/// The real cores a rank is bound to: its own cores when they all exist here; otherwise (a
-/// simulated topology names more cores than this machine has) model core `c` maps to online
-/// core `c mod n`. Empty means "do not bind".
-pub fn bind_cores(model: &[u32], online: &[u32]) -> Vec<u32> {
-    if online.is_empty() {
-        return Vec::new();
-    }
-    let mut v: Vec<u32> = if model.iter().all(|c| online.contains(c)) {
-        model.to_vec()
-    } else {
-        model
-            .iter()
-            .map(|&c| online[c as usize % online.len()])
-            .collect()
-    };
-    v.sort_unstable();
-    v.dedup();
-    v
-}
-
-/// The online cores of this machine.
-fn online_cores() -> Vec<u32> {
-    std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|s| parse_cpu_list(s.trim()).ok())
-        .filter(|v| !v.is_empty())
-        .unwrap_or_else(|| {
-            let n = thread::available_parallelism().map_or(1, |n| n.get());
-            (0..n as u32).collect()
-        })
-}
+/// How a rank's cores become real ones; shared with the Slurm plugin (gres_plugin::cpus).
+pub use gres_plugin::cpus::bind_cores;
+use gres_plugin::cpus::online_cores;
 
 /// A finished process's status as a shell reports it: its code, or 128 + the signal.
 pub fn status_code(s: ExitStatus) -> i32 {
@@ -188,7 +160,9 @@ fn spawn_rank(
 
 /// Run the ranks to the end; returns flexrun's exit code.
 pub fn run(a: &Args) -> Result<i32, Error> {
-    let plan = rank_plan(|k| std::env::var(k).ok()).map_err(Error::Input)?;
+    // A Flex job's plan, or inside a Slurm allocation Slurm's (gres_plugin::slurm::step).
+    let plan =
+        gres_plugin::slurm::step::flexrun_plan(&|k| std::env::var(k).ok()).map_err(Error::Input)?;
     let n = match a.ntasks {
         Some(n) if n as usize > plan.uuids.len() => {
             return Err(Error::Input(format!(
@@ -351,17 +325,6 @@ fn describe(s: ExitStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cores_that_exist_are_kept_and_others_wrap() {
-        let online: Vec<u32> = (0..4).collect();
-        assert_eq!(bind_cores(&[2, 3], &online), [2, 3]);
-        assert_eq!(bind_cores(&[16, 17], &online), [0, 1]);
-        assert_eq!(bind_cores(&[16, 20], &online), [0]);
-        assert_eq!(bind_cores(&[5], &[1, 3]), [3]);
-        assert!(bind_cores(&[], &online).is_empty());
-        assert!(bind_cores(&[1], &[]).is_empty());
-    }
 
     #[test]
     fn statuses_read_like_a_shell() {

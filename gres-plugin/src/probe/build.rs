@@ -1,56 +1,9 @@
-//! Probes: what a host's hardware looks like, as NVML (or a simulated topology file) reports it.
-//!
-//! Both probes produce a [`RawHost`], shaped like NVML's answers; [`build_host`] turns it into
-//! the [`HostModel`] with pure code, so the same path is tested with NVML-shaped fixtures.
+//! From probe output to the host model, with pure code: the same input always gives the same
+//! model, so the path real hardware takes is tested with NVML-shaped fixtures.
 
+use super::interface::{RawGpu, RawHost, RawMig};
 use crate::ids::{CoreId, GpuIndex, LeafId};
-use crate::model::{profile_name, Core, Gpu, HostModel, Leaf, LinkLevel};
-use serde::{Deserialize, Serialize};
-use std::path::Path;
-
-/// A GPU as NVML describes it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RawGpu {
-    pub index: u32,
-    pub uuid: String,
-    pub name: String,
-    pub memory_bytes: u64,
-    pub pci_bus_id: String,
-    /// `nvmlDeviceGetNumaNodeId`; None where the driver does not say.
-    pub numa_node: Option<u32>,
-    /// Cores from `nvmlDeviceGetCpuAffinity`.
-    pub cpu_affinity: Vec<u32>,
-    /// Current MIG mode.
-    pub mig_enabled: bool,
-    pub instances: Vec<RawMig>,
-}
-
-/// A MIG device (compute instance) as NVML describes it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RawMig {
-    pub uuid: String,
-    pub memory_bytes: u64,
-    /// `gpuInstanceSliceCount` from the device attributes.
-    pub sm_slices: u8,
-    /// Memory slices, when known (simulated files); otherwise derived from the memory size.
-    pub mem_slices: Option<u8>,
-    pub gpu_instance: Option<u32>,
-    pub compute_instance: Option<u32>,
-    /// Start memory slice, when known.
-    pub start: Option<u8>,
-}
-
-/// Everything a probe found on one host.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RawHost {
-    pub hostname: String,
-    pub gpus: Vec<RawGpu>,
-    /// PCIe common-ancestor level between GPU positions (PIX..SYS); the diagonal is ignored.
-    pub pcie: Vec<Vec<LinkLevel>>,
-    /// Active NVLink count between GPU positions.
-    pub nvlinks: Vec<Vec<u8>>,
-    pub cores: Vec<Core>,
-}
+use crate::model::{profile_name, Gpu, HostModel, Leaf, LinkLevel};
 
 /// Why probe output could not become a host model.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -229,86 +182,12 @@ fn group(n: usize, same: impl Fn(usize, usize) -> bool) -> Vec<u32> {
     id
 }
 
-/// Where a host model comes from.
-pub trait Probe {
-    /// A short name for logs ("nvml", "topology file PATH").
-    fn name(&self) -> String;
-    /// Probe the host. [`ProbeError::Absent`] means "nothing here" (no library, no driver, no GPU).
-    fn probe(&self) -> Result<RawHost, ProbeError>;
-}
-
-/// A probe that could not finish.
-#[derive(Debug, thiserror::Error)]
-pub enum ProbeError {
-    /// Nothing to probe here: the caller falls back to a simulated topology.
-    #[error("{0}")]
-    Absent(String),
-    #[error("nvml: {0}")]
-    Nvml(String),
-    #[error(transparent)]
-    Topology(#[from] crate::topology::TopologyError),
-    #[error(transparent)]
-    Model(#[from] ModelError),
-}
-
-/// What `discover` found, and from where.
-#[derive(Debug)]
-pub struct Discovered {
-    pub host: HostModel,
-    /// "nvml" or "topology file PATH".
-    pub source: String,
-}
-
-/// The host model the daemon runs with: NVML when it finds GPUs, else the simulated topology
-/// file, with one log line saying why. `force_topology` skips NVML. A real NVML failure on a host
-/// that has GPUs is an error: jobs must never get simulated UUIDs on real hardware.
-pub fn discover(topology: &Path, force_topology: bool) -> Result<Discovered, ProbeError> {
-    if !force_topology {
-        match nvml_probe() {
-            Some(p) => match p.probe() {
-                Ok(raw) => {
-                    return Ok(Discovered {
-                        host: build_host(&raw)?,
-                        source: p.name(),
-                    })
-                }
-                Err(ProbeError::Absent(why)) => {
-                    tracing::info!("{why}; using the simulated topology {}", topology.display())
-                }
-                Err(e) => return Err(e),
-            },
-            None => tracing::info!(
-                "built without NVML support; using the simulated topology {}",
-                topology.display()
-            ),
-        }
-    }
-    discover_file(topology)
-}
-
-/// The host model of a simulated topology file.
-pub fn discover_file(topology: &Path) -> Result<Discovered, ProbeError> {
-    let file = crate::topology::FileProbe::new(topology.to_path_buf());
-    Ok(Discovered {
-        host: build_host(&file.probe()?)?,
-        source: file.name(),
-    })
-}
-
-#[cfg(feature = "nvml")]
-fn nvml_probe() -> Option<Box<dyn Probe>> {
-    Some(Box::new(crate::nvml::NvmlProbe))
-}
-
-#[cfg(not(feature = "nvml"))]
-fn nvml_probe() -> Option<Box<dyn Probe>> {
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Core;
     use crate::model::LinkLevel::*;
+    use crate::probe::RawMig;
 
     /// What NVML reports on a 4-GPU host: GPUs 0,1 under one switch and 2,3 under two switches
     /// of one host bridge on NUMA node 1; GPU 0 in MIG mode with three instances (ids and memory

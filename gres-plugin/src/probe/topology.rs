@@ -1,10 +1,12 @@
 //! Simulated topology files (TOML): a host described by hand, for machines without GPUs, for
 //! flexsim and for tests. The shipped files live in `etc/topologies/` and are also compiled in.
 
+use super::interface::{Probe, ProbeError, RawGpu, RawHost, RawMig};
+/// Core lists, kept reachable here (`gres_plugin::topology::parse_cpu_list`) for existing callers.
+pub use crate::cpus::{format_cpu_list, parse_cpu_list};
 use crate::ids::CoreId;
 use crate::mig::{layout, parse_profile, Profile};
 use crate::model::{Core, LinkLevel};
-use crate::probe::{Probe, ProbeError, RawGpu, RawHost, RawMig};
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -12,15 +14,15 @@ use std::path::PathBuf;
 pub const BUILTIN: [(&str, &str); 3] = [
     (
         "a100-40gb-x2.toml",
-        include_str!("../../etc/topologies/a100-40gb-x2.toml"),
+        include_str!("../../../etc/topologies/a100-40gb-x2.toml"),
     ),
     (
         "h100-80gb-x8.toml",
-        include_str!("../../etc/topologies/h100-80gb-x8.toml"),
+        include_str!("../../../etc/topologies/h100-80gb-x8.toml"),
     ),
     (
         "p4-x4.toml",
-        include_str!("../../etc/topologies/p4-x4.toml"),
+        include_str!("../../../etc/topologies/p4-x4.toml"),
     ),
 ];
 
@@ -100,46 +102,6 @@ struct NvLink {
     /// Two GPU indexes, or leave out for every pair.
     gpus: Option<[u32; 2]>,
     links: u8,
-}
-
-/// Parse a core list such as `0-3,8,10-11`.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (a.trim(), b.trim()),
-            None => (part, part),
-        };
-        let a: u32 = a.parse().map_err(|_| format!("bad core number {a:?}"))?;
-        let b: u32 = b.parse().map_err(|_| format!("bad core number {b:?}"))?;
-        if b < a || b - a > 65_535 {
-            return Err(format!("bad core range {part:?}"));
-        }
-        out.extend(a..=b);
-    }
-    Ok(out)
-}
-
-/// Format cores as a compact list (`0-3,8`), the inverse of [`parse_cpu_list`].
-pub fn format_cpu_list(cores: &[u32]) -> String {
-    let mut v = cores.to_vec();
-    v.sort_unstable();
-    v.dedup();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < v.len() {
-        let mut j = i;
-        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
-            j += 1;
-        }
-        out.push(if i == j {
-            v[i].to_string()
-        } else {
-            format!("{}-{}", v[i], v[j])
-        });
-        i = j + 1;
-    }
-    out.join(",")
 }
 
 /// A stable, well-formed UUID (RFC 4122 layout, version 5 nibble) from a name, so simulated
@@ -350,10 +312,13 @@ pub fn parse(text: &str, origin: &str) -> Result<RawHost, TopologyError> {
     })
 }
 
-/// The GPU-instance id NVIDIA would give a profile at a start slice (used only for display).
+/// The GPU-instance id of a profile at a start slice, numbered as the driver numbers the nodes
+/// of the memory-slice tree (whole card 0, halves 1-2, quarters 3-6, eighths 7-14; an A100's
+/// seven 1g.5gb instances get 7..13). Real ids depend on creation order; this stable function
+/// of the placement keeps simulated ids inside the driver's range (the nvidia-caps table).
 fn gi_id(p: Profile, start: u8) -> u32 {
-    // Real ids depend on creation order; a stable function of the placement is enough here.
-    (start as u32) * 8 + p.mem_slices as u32
+    let size = p.mem_slices.max(1) as u32;
+    (8 / size) - 1 + start as u32 / size
 }
 
 /// The simulated-topology probe: reads a TOML file; a bare file name that does not exist in the
@@ -391,7 +356,8 @@ impl Probe for FileProbe {
     }
 
     fn probe(&self) -> Result<RawHost, ProbeError> {
-        Ok(parse(&self.text()?, &self.path.display().to_string())?)
+        let text = self.text().map_err(|e| ProbeError::Failed(Box::new(e)))?;
+        parse(&text, &self.path.display().to_string()).map_err(|e| ProbeError::Failed(Box::new(e)))
     }
 }
 

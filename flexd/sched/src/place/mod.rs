@@ -16,30 +16,15 @@
 //! 4. Cores: the requested count per unit from the NUMA node of that unit's GPU, the GPU's
 //!    affinity cores first, exclusive; farther NUMA nodes only when the near one is full.
 
+mod leaves;
+
 use super::alloc::{Allocation, Unit};
+use super::config::ClusterConfig;
 use gres_plugin::request::Strategy;
 use gres_plugin::tree::{Capacity, CostTree, NodeId, WHOLE};
 use gres_plugin::{CoreId, HostModel, LeafId, Request};
-use serde::{Deserialize, Serialize};
+use leaves::place_leaves;
 use std::sync::Arc;
-
-/// Placement settings that come from the daemon's configuration.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClusterConfig {
-    /// How shares of whole GPUs are chosen when a job does not say.
-    pub default_strategy: Strategy,
-    /// Round a non-integer GPU fraction above 1 up to whole GPUs instead of rejecting it.
-    pub round_up_fractions: bool,
-}
-
-impl Default for ClusterConfig {
-    fn default() -> Self {
-        Self {
-            default_strategy: Strategy::BestFit,
-            round_up_fractions: false,
-        }
-    }
-}
 
 /// What never changes about a host.
 #[derive(Debug)]
@@ -294,182 +279,6 @@ pub(crate) fn place(
     let units = units?;
     let cores = pick_cores(h, &units, req.cores_per_leaf)?;
     Some((units, cores))
-}
-
-/// How a subtree's set of leaves ranks, best first: leaves needed, most leaves on one GPU,
-/// leaves of the non-preferred type, access cost (best fit breaks the remaining ties).
-type LeafKey = (u32, usize, usize, u32);
-
-/// MIG leaves: the smallest set on one subtree, spread round-robin over its GPUs.
-fn place_leaves(h: &HostState, req: &Request) -> Option<Vec<Unit>> {
-    let m = &h.model;
-    let k = req
-        .leaves
-        .unwrap_or(0)
-        .max(req.gpus.map_or(0, slices))
-        .max(1);
-    let mem_of = |l: LeafId| m.leaf(l).memory_bytes;
-    let need_mem = req.mem_bytes.unwrap_or(0);
-
-    // Free eligible leaves of each GPU position, in one buffer: gpu g owns flat[at[g]..at[g+1]].
-    let mut flat: Vec<LeafId> = Vec::with_capacity(m.leaves.len());
-    let mut at: Vec<usize> = Vec::with_capacity(h.stat.gpu_leaves.len() + 1);
-    let (mut lo, mut hi) = (u64::MAX, 0u64);
-    for ls in &h.stat.gpu_leaves {
-        at.push(flat.len());
-        for &l in ls {
-            let leaf = m.leaf(l);
-            if leaf.is_mig()
-                && h.free(l) == WHOLE
-                && req.leaf_type.as_deref().is_none_or(|t| leaf.profile == t)
-            {
-                flat.push(l);
-                lo = lo.min(leaf.memory_bytes);
-                hi = hi.max(leaf.memory_bytes);
-            }
-        }
-    }
-    at.push(flat.len());
-    if (flat.len() as u32) < k {
-        return None;
-    }
-    // How many leaves the smallest set on the whole host takes, and the preferred leaf memory:
-    // the most for a 1-leaf job, the least for a larger one.
-    let n_host = if need_mem == 0 {
-        k
-    } else {
-        let mut all: Vec<u64> = flat.iter().map(|&l| mem_of(l)).collect();
-        all.sort_unstable_by(|a, b| b.cmp(a));
-        smallest_set(&all, k, need_mem)?
-    };
-    let pref_mem = if n_host == 1 { hi } else { lo };
-    for g in 0..at.len() - 1 {
-        flat[at[g]..at[g + 1]].sort_by_key(|&l| (mem_of(l) != pref_mem, l));
-    }
-    let slice = |g: u32| &flat[at[g as usize]..at[g as usize + 1]];
-
-    let mut best: Option<(LeafKey, NodeId, Vec<LeafId>)> = None;
-    for &r in &h.stat.roots {
-        let node = h.stat.tree.node(r);
-        let gpus = &node.gpus;
-        let free_here: usize = gpus.iter().map(|&g| slice(g).len()).sum();
-        if (free_here as u32) < k {
-            continue;
-        }
-        let n = if need_mem == 0 {
-            k
-        } else {
-            let mut mems: Vec<u64> = gpus
-                .iter()
-                .flat_map(|&g| slice(g).iter().map(|&l| mem_of(l)))
-                .collect();
-            mems.sort_unstable_by(|a, b| b.cmp(a));
-            match smallest_set(&mems, k, need_mem) {
-                Some(n) => n,
-                None => continue,
-            }
-        };
-        let (mut chosen, mut spread) = round_robin(gpus, &slice, n as usize)?;
-        if need_mem > 0 {
-            if !top_up_memory(&mut chosen, gpus, &slice, need_mem, mem_of) {
-                continue;
-            }
-            spread = max_per_gpu(h, &chosen);
-        }
-        let nonpref = chosen.iter().filter(|&&l| mem_of(l) != pref_mem).count();
-        let head = (n, spread, nonpref, node.access_cost);
-        let better = match &best {
-            None => true,
-            Some((bh, br, _)) => head.cmp(bh).then_with(|| h.cmp_fit(r, *br)).is_lt(),
-        };
-        if better {
-            best = Some((head, r, chosen));
-        }
-    }
-    let (_, _, mut chosen) = best?;
-    chosen.sort_unstable();
-    Some(
-        chosen
-            .into_iter()
-            .map(|leaf| Unit { leaf, share: WHOLE })
-            .collect(),
-    )
-}
-
-fn max_per_gpu(h: &HostState, chosen: &[LeafId]) -> usize {
-    let mut counts = vec![0usize; h.stat.gpu_leaves.len()];
-    for &l in chosen {
-        counts[h.stat.leaf_gpu[l.0 as usize] as usize] += 1;
-    }
-    counts.into_iter().max().unwrap_or(0)
-}
-
-/// Fewest leaves (at least `k`) whose memory, largest first, reaches `mem`.
-fn smallest_set(mems_desc: &[u64], k: u32, mem: u64) -> Option<u32> {
-    let mut sum = 0u64;
-    for (i, m) in mems_desc.iter().enumerate() {
-        sum += m;
-        if sum >= mem && i as u32 + 1 >= k {
-            return Some(i as u32 + 1);
-        }
-    }
-    None
-}
-
-/// Deal `n` leaves over `gpus`: each next leaf from the GPU with the fewest dealt so far (ties:
-/// the one with the most left, then the lowest position). Returns the leaves and the most
-/// dealt to one GPU.
-fn round_robin<'a>(
-    gpus: &[u32],
-    slice: &impl Fn(u32) -> &'a [LeafId],
-    n: usize,
-) -> Option<(Vec<LeafId>, usize)> {
-    let mut taken = vec![0usize; gpus.len()];
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        let (i, _) = gpus
-            .iter()
-            .enumerate()
-            .filter(|(i, &g)| taken[*i] < slice(g).len())
-            .min_by_key(|(i, &g)| (taken[*i], std::cmp::Reverse(slice(g).len() - taken[*i]), g))?;
-        out.push(slice(gpus[i])[taken[i]]);
-        taken[i] += 1;
-    }
-    Some((out, taken.into_iter().max().unwrap_or(0)))
-}
-
-/// Swap small leaves for larger free ones in the subtree until the memory is met.
-fn top_up_memory<'a>(
-    chosen: &mut [LeafId],
-    gpus: &[u32],
-    slice: &impl Fn(u32) -> &'a [LeafId],
-    need: u64,
-    mem_of: impl Fn(LeafId) -> u64,
-) -> bool {
-    let mut spare: Vec<LeafId> = gpus
-        .iter()
-        .flat_map(|&g| slice(g).iter().copied())
-        .filter(|l| !chosen.contains(l))
-        .collect();
-    spare.sort_by_key(|&l| (std::cmp::Reverse(mem_of(l)), l));
-    let mut sum: u64 = chosen.iter().map(|&l| mem_of(l)).sum();
-    let mut spare = spare.into_iter();
-    while sum < need {
-        let Some(big) = spare.next() else {
-            return false;
-        };
-        let (i, &small) = chosen
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, &l)| (mem_of(l), std::cmp::Reverse(l)))
-            .expect("non-empty");
-        if mem_of(big) <= mem_of(small) {
-            return false;
-        }
-        sum = sum - mem_of(small) + mem_of(big);
-        chosen[i] = big;
-    }
-    true
 }
 
 /// `n` idle whole GPUs under the cheapest subtree that holds them (Gaia Link; Singular when

@@ -2,9 +2,9 @@
 //! PCIe common ancestors and NVLink counts. Only the I/O lives here; turning the answers into a
 //! host model is `probe::build_host`, tested with NVML-shaped fixtures.
 
+use super::interface::{Probe, ProbeError, RawGpu, RawHost, RawMig};
 use crate::ids::CoreId;
 use crate::model::{Core, LinkLevel};
-use crate::probe::{Probe, ProbeError, RawGpu, RawHost, RawMig};
 use nvml_wrapper::enum_wrappers::device::TopologyLevel;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
@@ -26,7 +26,7 @@ fn absent(e: &NvmlError) -> Option<String> {
 }
 
 fn err(what: &str, e: NvmlError) -> ProbeError {
-    ProbeError::Nvml(format!("{what}: {e}"))
+    ProbeError::Failed(format!("nvml: {what}: {e}").into())
 }
 
 impl Probe for NvmlProbe {
@@ -176,7 +176,7 @@ fn instance_id(nvml: &Nvml, md: &Device, gpu_instance: bool) -> Option<u32> {
 fn host_cores() -> Vec<Core> {
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
-        .and_then(|s| crate::topology::parse_cpu_list(s.trim()).ok())
+        .and_then(|s| crate::cpus::parse_cpu_list(s.trim()).ok())
         .unwrap_or_else(|| {
             let n = std::thread::available_parallelism().map_or(1, |n| n.get());
             (0..n as u32).collect()
@@ -192,7 +192,7 @@ fn host_cores() -> Vec<Core> {
                 continue;
             };
             if let Ok(list) = std::fs::read_to_string(e.path().join("cpulist")) {
-                for c in crate::topology::parse_cpu_list(list.trim()).unwrap_or_default() {
+                for c in crate::cpus::parse_cpu_list(list.trim()).unwrap_or_default() {
                     numa_of.insert(c, id);
                 }
             }

@@ -1,0 +1,232 @@
+//! MIG leaves (rules 1 and 2 of [`super`]): the smallest set of free leaves on one subtree of
+//! the access-cost tree, dealt round-robin over its GPUs, of the size-aware preferred type.
+
+use super::HostState;
+use crate::alloc::Unit;
+use gres_plugin::tree::{NodeId, WHOLE};
+use gres_plugin::{LeafId, Request};
+
+/// How a subtree's set of leaves ranks, best first: leaves needed, most leaves on one GPU,
+/// leaves of the non-preferred type, access cost (best fit breaks the remaining ties).
+type LeafKey = (u32, usize, usize, u32);
+
+/// The free leaves a request may take, per GPU position, in one buffer: GPU `g` owns
+/// `flat[at[g]..at[g + 1]]`. `lo` and `hi` are the least and most memory among them.
+struct FreeLeaves {
+    flat: Vec<LeafId>,
+    at: Vec<usize>,
+    lo: u64,
+    hi: u64,
+}
+
+impl FreeLeaves {
+    fn of(h: &HostState, req: &Request) -> Self {
+        let m = &h.model;
+        let mut flat: Vec<LeafId> = Vec::with_capacity(m.leaves.len());
+        let mut at: Vec<usize> = Vec::with_capacity(h.stat.gpu_leaves.len() + 1);
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        for ls in &h.stat.gpu_leaves {
+            at.push(flat.len());
+            for &l in ls {
+                let leaf = m.leaf(l);
+                if leaf.is_mig()
+                    && h.free(l) == WHOLE
+                    && req.leaf_type.as_deref().is_none_or(|t| leaf.profile == t)
+                {
+                    flat.push(l);
+                    lo = lo.min(leaf.memory_bytes);
+                    hi = hi.max(leaf.memory_bytes);
+                }
+            }
+        }
+        at.push(flat.len());
+        FreeLeaves { flat, at, lo, hi }
+    }
+
+    fn gpu(&self, g: u32) -> &[LeafId] {
+        &self.flat[self.at[g as usize]..self.at[g as usize + 1]]
+    }
+
+    /// Put each GPU's leaves of the preferred memory first, then by id.
+    fn prefer(&mut self, mem_of: impl Fn(LeafId) -> u64, pref_mem: u64) {
+        for g in 0..self.at.len() - 1 {
+            self.flat[self.at[g]..self.at[g + 1]].sort_by_key(|&l| (mem_of(l) != pref_mem, l));
+        }
+    }
+}
+
+/// What one placement asks of the leaves: how many, how much memory in all, and the leaf
+/// memory it prefers.
+struct LeafAsk {
+    k: u32,
+    need_mem: u64,
+    pref_mem: u64,
+}
+
+/// MIG leaves: the smallest set on one subtree, spread round-robin over its GPUs.
+pub(super) fn place_leaves(h: &HostState, req: &Request) -> Option<Vec<Unit>> {
+    let mem_of = |l: LeafId| h.model.leaf(l).memory_bytes;
+    let k = req
+        .leaves
+        .unwrap_or(0)
+        .max(req.gpus.map_or(0, super::slices))
+        .max(1);
+    let need_mem = req.mem_bytes.unwrap_or(0);
+    let mut free = FreeLeaves::of(h, req);
+    if (free.flat.len() as u32) < k {
+        return None;
+    }
+    // How many leaves the smallest set on the whole host takes, and the preferred leaf memory:
+    // the most for a 1-leaf job, the least for a larger one.
+    let n_host = if need_mem == 0 {
+        k
+    } else {
+        let mut all: Vec<u64> = free.flat.iter().map(|&l| mem_of(l)).collect();
+        all.sort_unstable_by(|a, b| b.cmp(a));
+        smallest_set(&all, k, need_mem)?
+    };
+    let pref_mem = if n_host == 1 { free.hi } else { free.lo };
+    free.prefer(mem_of, pref_mem);
+    let ask = LeafAsk {
+        k,
+        need_mem,
+        pref_mem,
+    };
+    let mut best: Option<(LeafKey, NodeId, Vec<LeafId>)> = None;
+    for &r in &h.stat.roots {
+        let Some((head, chosen)) = subtree_choice(h, &free, &ask, r) else {
+            continue;
+        };
+        let better = match &best {
+            None => true,
+            Some((bh, br, _)) => head.cmp(bh).then_with(|| h.cmp_fit(r, *br)).is_lt(),
+        };
+        if better {
+            best = Some((head, r, chosen));
+        }
+    }
+    let (_, _, mut chosen) = best?;
+    chosen.sort_unstable();
+    Some(
+        chosen
+            .into_iter()
+            .map(|leaf| Unit { leaf, share: WHOLE })
+            .collect(),
+    )
+}
+
+/// The leaves subtree `r` would give, and how they rank: leaves needed, the most on one GPU,
+/// leaves of the other type, access cost (best fit breaks ties in the caller).
+fn subtree_choice(
+    h: &HostState,
+    free: &FreeLeaves,
+    ask: &LeafAsk,
+    r: NodeId,
+) -> Option<(LeafKey, Vec<LeafId>)> {
+    let mem_of = |l: LeafId| h.model.leaf(l).memory_bytes;
+    let slice = |g: u32| free.gpu(g);
+    let node = h.stat.tree.node(r);
+    let gpus = &node.gpus;
+    let free_here: usize = gpus.iter().map(|&g| slice(g).len()).sum();
+    if (free_here as u32) < ask.k {
+        return None;
+    }
+    let n = if ask.need_mem == 0 {
+        ask.k
+    } else {
+        let mut mems: Vec<u64> = gpus
+            .iter()
+            .flat_map(|&g| slice(g).iter().map(|&l| mem_of(l)))
+            .collect();
+        mems.sort_unstable_by(|a, b| b.cmp(a));
+        smallest_set(&mems, ask.k, ask.need_mem)?
+    };
+    let (mut chosen, mut spread) = round_robin(gpus, &slice, n as usize)?;
+    if ask.need_mem > 0 {
+        if !top_up_memory(&mut chosen, gpus, &slice, ask.need_mem, mem_of) {
+            return None;
+        }
+        spread = max_per_gpu(h, &chosen);
+    }
+    let nonpref = chosen
+        .iter()
+        .filter(|&&l| mem_of(l) != ask.pref_mem)
+        .count();
+    Some(((n, spread, nonpref, node.access_cost), chosen))
+}
+
+fn max_per_gpu(h: &HostState, chosen: &[LeafId]) -> usize {
+    let mut counts = vec![0usize; h.stat.gpu_leaves.len()];
+    for &l in chosen {
+        counts[h.stat.leaf_gpu[l.0 as usize] as usize] += 1;
+    }
+    counts.into_iter().max().unwrap_or(0)
+}
+
+/// Fewest leaves (at least `k`) whose memory, largest first, reaches `mem`.
+fn smallest_set(mems_desc: &[u64], k: u32, mem: u64) -> Option<u32> {
+    let mut sum = 0u64;
+    for (i, m) in mems_desc.iter().enumerate() {
+        sum += m;
+        if sum >= mem && i as u32 + 1 >= k {
+            return Some(i as u32 + 1);
+        }
+    }
+    None
+}
+
+/// Deal `n` leaves over `gpus`: each next leaf from the GPU with the fewest dealt so far (ties:
+/// the one with the most left, then the lowest position). Returns the leaves and the most
+/// dealt to one GPU.
+fn round_robin<'a>(
+    gpus: &[u32],
+    slice: &impl Fn(u32) -> &'a [LeafId],
+    n: usize,
+) -> Option<(Vec<LeafId>, usize)> {
+    let mut taken = vec![0usize; gpus.len()];
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (i, _) = gpus
+            .iter()
+            .enumerate()
+            .filter(|(i, &g)| taken[*i] < slice(g).len())
+            .min_by_key(|(i, &g)| (taken[*i], std::cmp::Reverse(slice(g).len() - taken[*i]), g))?;
+        out.push(slice(gpus[i])[taken[i]]);
+        taken[i] += 1;
+    }
+    Some((out, taken.into_iter().max().unwrap_or(0)))
+}
+
+/// Swap small leaves for larger free ones in the subtree until the memory is met.
+fn top_up_memory<'a>(
+    chosen: &mut [LeafId],
+    gpus: &[u32],
+    slice: &impl Fn(u32) -> &'a [LeafId],
+    need: u64,
+    mem_of: impl Fn(LeafId) -> u64,
+) -> bool {
+    let mut spare: Vec<LeafId> = gpus
+        .iter()
+        .flat_map(|&g| slice(g).iter().copied())
+        .filter(|l| !chosen.contains(l))
+        .collect();
+    spare.sort_by_key(|&l| (std::cmp::Reverse(mem_of(l)), l));
+    let mut sum: u64 = chosen.iter().map(|&l| mem_of(l)).sum();
+    let mut spare = spare.into_iter();
+    while sum < need {
+        let Some(big) = spare.next() else {
+            return false;
+        };
+        let (i, &small) = chosen
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, &l)| (mem_of(l), std::cmp::Reverse(l)))
+            .expect("non-empty");
+        if mem_of(big) <= mem_of(small) {
+            return false;
+        }
+        sum = sum - mem_of(small) + mem_of(big);
+        chosen[i] = big;
+    }
+    true
+}
