@@ -40,6 +40,7 @@ fn spec(script: String, workdir: &Path, leaves: u32) -> JobSpec {
         stderr: None,
         request: ResourceRequest::leaves(leaves, 3600),
         account: None,
+        queue: Default::default(),
     }
 }
 
@@ -172,6 +173,7 @@ fn throughput(clients: usize, total: usize) {
         &Request::Cancel(flex_proto::CancelRequest {
             jobs: all,
             signal: None,
+            tasks: vec![],
         }),
     );
     while job_state(&mut c, blocker).is_some_and(|s| !s.is_finished()) {

@@ -78,6 +78,7 @@ fn spec(workdir: &Path, name: &str, leaves: u32, script: &str) -> JobSpec {
         stderr: None,
         request: ResourceRequest::leaves(leaves, 3600),
         account: None,
+        queue: Default::default(),
     }
 }
 
@@ -316,7 +317,11 @@ fn main() {
         let jobs = v.into_iter().map(|j| j.id).collect();
         call(
             &mut c,
-            &Request::Cancel(flex_proto::CancelRequest { jobs, signal: None }),
+            &Request::Cancel(flex_proto::CancelRequest {
+                jobs,
+                signal: None,
+                tasks: vec![],
+            }),
         );
     }
     std::thread::sleep(Duration::from_millis(1500));

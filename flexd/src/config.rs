@@ -21,6 +21,7 @@ pub struct Limits {
     pub max_directives: u32,
     pub max_queued_per_user: u32,
     pub max_frame_bytes: u64,
+    pub max_array_size: u32,
 }
 
 /// Everything flexd is configured with (paths as written; [`crate::paths::Paths`] resolves
@@ -40,6 +41,8 @@ pub struct Settings {
     pub placement: Strategy,
     pub round_up_fractions: bool,
     pub keep_finished: Duration,
+    /// Cancel jobs whose dependency can no longer be satisfied.
+    pub kill_invalid_depend: bool,
     /// Where to serve Prometheus metrics (None: nowhere).
     pub metrics_listen: Option<SocketAddr>,
     pub limits: Limits,
@@ -180,12 +183,14 @@ impl Settings {
             })?,
             round_up_fractions: src.bool("round_up_fractions")?,
             keep_finished: src.duration("keep_finished", secs(30 * 86400))?,
+            kill_invalid_depend: src.bool("kill_invalid_depend")?,
             metrics_listen: metrics_listen(&src)?,
             limits: Limits {
                 max_script_bytes: src.size("limits.max_script_bytes", 64 << 20)?,
                 max_directives: src.int("limits.max_directives", 1, 100_000)? as u32,
                 max_queued_per_user: src.int("limits.max_queued_per_user", 1, 10_000_000)? as u32,
                 max_frame_bytes: src.size("limits.max_frame_bytes", 1 << 30)?,
+                max_array_size: src.int("limits.max_array_size", 1, 1_000_000)? as u32,
             },
         };
         for (key, p) in [
@@ -244,6 +249,11 @@ impl Settings {
         );
         diff("kill_grace", d(self.kill_grace), d(new.kill_grace));
         diff("keep_finished", d(self.keep_finished), d(new.keep_finished));
+        diff(
+            "kill_invalid_depend",
+            self.kill_invalid_depend.to_string(),
+            new.kill_invalid_depend.to_string(),
+        );
         diff(
             "metrics_listen",
             format!("{:?}", self.metrics_listen),

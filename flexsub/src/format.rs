@@ -266,7 +266,7 @@ fn value(f: Field, j: &JobView, now: u64, tz: &TimeZone) -> String {
     let host = || j.alloc.as_ref().map(|a| a.host.clone()).unwrap_or_default();
     let limit = j.request.time_limit_s;
     match f {
-        Field::JobId => j.id.to_string(),
+        Field::JobId => j.array.map_or_else(|| j.id.to_string(), |a| a.to_string()),
         Field::Name => j.name.clone(),
         Field::User => j.user.clone(),
         Field::StateCompact => j.state.code().into(),
@@ -333,6 +333,12 @@ mod tests {
             estimated_start: None,
             exit_code: None,
             signal: None,
+            array: None,
+            dependency: None,
+            restarts: 0,
+            requeue: true,
+            priority: 0,
+            nice: 0,
         }
     }
 

@@ -30,6 +30,11 @@ pub enum Key {
     Dtype,
     Train,
     Infer,
+    Array,
+    Dependency,
+    Hold,
+    Requeue,
+    NoRequeue,
     /// Slurm's node count: Flex runs a job on one host.
     Nodes,
     /// Slurm's `--export`: Flex always exports the whole environment.
@@ -86,7 +91,7 @@ pub const OPTIONS: &[OptSpec] = &[
         "output",
         Some('o'),
         Some("PATTERN"),
-        "stdout file; %j job id, %x job name, %u user, %% a percent sign",
+        "stdout file; %j job id, %x job name, %u user, %A array job id, %a array task index, %% a percent sign",
     ),
     opt(
         Key::Error,
@@ -201,6 +206,41 @@ pub const OPTIONS: &[OptSpec] = &[
         "--model only runs inference (KV cache)",
     ),
     opt(
+        Key::Array,
+        "array",
+        Some('a'),
+        Some("INDEXES"),
+        "A job array, a task per index: 0-15, 1,3,7, 1-9:2, combined; %N runs at most N tasks at once (0-99%4)",
+    ),
+    opt(
+        Key::Dependency,
+        "dependency",
+        Some('d'),
+        Some("LIST"),
+        "Start after other jobs: after, afterany, afterok, afternotok, aftercorr:ID[:ID...], singleton; ',' all of them, '?' any",
+    ),
+    opt(
+        Key::Hold,
+        "hold",
+        Some('H'),
+        None,
+        "Submit held (JobHeldUser) until `flexcontrol release`",
+    ),
+    opt(
+        Key::Requeue,
+        "requeue",
+        None,
+        None,
+        "The job may be requeued (the default)",
+    ),
+    opt(
+        Key::NoRequeue,
+        "no-requeue",
+        None,
+        None,
+        "The job may not be requeued",
+    ),
+    opt(
         Key::Nodes,
         "nodes",
         Some('N'),
@@ -281,6 +321,7 @@ pub struct Settings {
     pub seq_len: Option<u32>,
     pub dtype: Option<Dtype>,
     pub mode: Option<Mode>,
+    pub queue: flex_proto::QueueOptions,
 }
 
 fn non_empty(what: &str, v: &str) -> Result<String, String> {
@@ -359,6 +400,13 @@ impl Settings {
                         .map_err(|err: crate::estimate::ParseDtypeError| err.to_string())?,
                 )
             }
+            Key::Array => self.queue.array = Some(flex_proto::ArraySpec::parse(v)?),
+            Key::Dependency => {
+                self.queue.dependency = Some(flex_proto::Dependency::parse(v)?);
+            }
+            Key::Hold => self.queue.hold = true,
+            Key::Requeue => self.queue.requeue = Some(true),
+            Key::NoRequeue => self.queue.requeue = Some(false),
             Key::Train => self.mode = Some(Mode::Train),
             Key::Infer => self.mode = Some(Mode::Infer),
             Key::Nodes => {

@@ -216,6 +216,26 @@ mod tests {
     }
 
     #[test]
+    fn arrays_dependencies_and_holds_come_from_either_prefix() {
+        let (s, w) = read(
+            "#!/bin/sh\n#SBATCH --array=1-9:2%3 -H\n#FLEX --dependency=afterok:5:6_2,singleton\n\
+             #FLEX --no-requeue\ntrue\n",
+        )
+        .unwrap();
+        assert!(w.is_empty(), "{w:?}");
+        let q = &s.queue;
+        assert_eq!(
+            q.array.as_ref().map(|a| a.to_string()),
+            Some("1-9:2%3".into())
+        );
+        let d = q.dependency.as_ref().unwrap().to_string();
+        assert_eq!(d, "afterok:5,afterok:6_2,singleton");
+        assert_eq!((q.hold, q.requeue), (true, Some(false)));
+        let e = read("#!/bin/sh\n#SBATCH --array=5-1\n").unwrap_err();
+        assert!(e.starts_with("job.sh:2: #SBATCH --array=5-1"), "{e}");
+    }
+
+    #[test]
     fn sbatch_only_script() {
         let (s, w) = read(
             "#!/bin/bash\n\
@@ -314,8 +334,8 @@ mod tests {
                 "job.sh:2: #FLEX -J 'open: unclosed ' quote",
             ),
             (
-                "#!/bin/sh\n#SBATCH -o slurm-%A.out\n",
-                "job.sh:2: #SBATCH -o slurm-%A.out: invalid output pattern",
+                "#!/bin/sh\n#SBATCH -o slurm-%N.out\n",
+                "job.sh:2: #SBATCH -o slurm-%N.out: invalid output pattern",
             ),
         ];
         for (script, want) in cases {

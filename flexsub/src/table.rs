@@ -121,7 +121,13 @@ impl QueueTable {
 
     pub fn push(&mut self, j: &QueueRow<'_>) {
         let t = &mut self.0;
-        t.cell_with(|s| push_u64(s, j.id.0));
+        t.cell_with(|s| {
+            push_u64(s, j.id.0);
+            if let Some(a) = &j.array {
+                s.push('_');
+                s.push_str(a);
+            }
+        });
         t.cell(&j.name);
         t.cell(&j.user);
         t.cell(j.state.code());
@@ -301,6 +307,7 @@ mod tests {
             start: None,
             host: None,
             reason: None,
+            array: None,
         }
     }
 

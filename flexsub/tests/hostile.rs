@@ -347,6 +347,7 @@ fn a_submission() -> Request {
         stderr: None,
         request: ResourceRequest::leaves(2, 60),
         account: None,
+        queue: Default::default(),
     })
 }
 
@@ -394,7 +395,7 @@ proptest! {
     ) {
         let reqs = [
             a_submission(),
-            Request::Cancel(flex_proto::CancelRequest { jobs: vec![JobId(3), JobId(u64::MAX)], signal: Some(10) }),
+            Request::Cancel(flex_proto::CancelRequest { jobs: vec![JobId(3), JobId(u64::MAX)], signal: Some(10), tasks: vec![] }),
             Request::Queue(QueueFilter { users: vec!["ana".into()], ..QueueFilter::default() }),
         ];
         let mut f = flex_proto::encode(&reqs[which]);
@@ -429,6 +430,7 @@ proptest! {
             start: Some(1),
             host: None,
             reason: Some("Resources".into()),
+            array: Some("[1-3%2]".into()),
         }];
         let page = Response::QueueRows(flex_proto::RowsPage { rows: QueueRows::new(rows.into_iter()), next: Some(JobId(7)) });
         let mut body = serde_json::to_vec(&page).unwrap();

@@ -466,5 +466,6 @@ pub fn script_job(script: &str, workdir: &Path) -> JobSpec {
         stderr: None,
         request: ResourceRequest::leaves(1, 3600),
         account: None,
+        queue: Default::default(),
     }
 }

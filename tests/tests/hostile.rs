@@ -122,6 +122,7 @@ fn job_spec() -> impl Strategy<Value = JobSpec> {
                 stderr: out,
                 request,
                 account,
+                queue: Default::default(),
             },
         )
 }
@@ -149,6 +150,7 @@ fn request(blocker: JobId) -> impl Strategy<Value = Request> {
                     jobs,
                     include_finished,
                     after,
+                    arrays: rows.then_some(flex_proto::ArrayRows::Collapse),
                 };
                 if rows {
                     Request::QueueRows(f)
@@ -164,7 +166,8 @@ fn request(blocker: JobId) -> impl Strategy<Value = Request> {
             .prop_map(
                 move |(jobs, signal)| Request::Cancel(flex_proto::CancelRequest {
                     jobs: jobs.into_iter().filter(|j| *j != blocker).collect(),
-                    signal
+                    signal,
+                    tasks: vec![],
                 })
             ),
         Just(Request::LeafMap),

@@ -105,7 +105,11 @@ impl Launcher {
             srun: false,
         }));
         env.push(("MASTER_PORT".into(), port.to_string()));
-        let expand = |p: &str| expand_pattern(p, l.job.0, &row.name, &row.user);
+        if let Some((task, spec)) = &row.array {
+            env.extend(super::array::array_env(task, spec, l.slurm_aliases));
+        }
+        let task = row.array.as_ref().map(|(t, _)| *t);
+        let expand = |p: &str| expand_pattern(p, l.job.0, &row.name, &row.user, task);
         let spec = LaunchSpec {
             job: l.job.0,
             uid: row.uid,

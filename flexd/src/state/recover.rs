@@ -1,7 +1,7 @@
 //! Taking over from a flexd that stopped: its jobs come back from the database; running ones
 //! are re-adopted, ended from their status file, or failed as NODE_FAIL.
 
-use super::{node_fail, pending_job, Job, Outcome, State};
+use super::{node_fail, Job, Outcome, State};
 use crate::exec::files::StatusFile;
 use crate::store::JobRow;
 use flex_proto::JobState;
@@ -29,6 +29,10 @@ impl State {
         mut find: impl FnMut(&JobRow) -> Found,
         mut gone: impl FnMut(&JobRow),
     ) {
+        // Running tasks first, so that an array's throttle counts them before its pending
+        // tasks enter the queue.
+        let mut rows = rows;
+        rows.sort_by_key(|r| r.state == JobState::Pending);
         for row in rows {
             let id = row.id;
             let state = row.state;
@@ -36,12 +40,13 @@ impl State {
                 row,
                 alloc: None,
                 cancel_pending: None,
+                requeue_pending: false,
             };
             match state {
                 JobState::Pending => {
                     *self.queued.entry(job.row.uid).or_insert(0) += 1;
-                    self.pending.push(pending_job(&job));
                     self.jobs.insert(id, Box::new(job));
+                    self.enqueue(id);
                 }
                 JobState::Running => {
                     *self.queued.entry(job.row.uid).or_insert(0) += 1;
@@ -63,6 +68,8 @@ impl State {
                         _ => Err(String::new()),
                     };
                     self.running.insert(id);
+                    self.jobs.insert(id, Box::new(job.clone()));
+                    self.count_running(id);
                     match adopted {
                         Ok((al, pid)) => {
                             tracing::info!("job {id}: re-adopted, supervisor pid {pid}");

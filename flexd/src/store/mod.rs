@@ -7,12 +7,14 @@
 //! costing one fsync per job.
 
 pub mod acct;
+pub(crate) mod queueing;
 pub mod schema;
 pub(crate) mod writer;
 
 use flex_proto::{AllocView, JobSpec, JobState, LeafView};
 use flex_sched::Allocation;
 use gres_plugin::{HostId, HostModel, JobId, Request as ResourceRequest};
+pub(crate) use queueing::{Hold, Queueing, Update};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -33,6 +35,8 @@ pub enum StoreError {
     },
     #[error("database: {0}")]
     Sql(#[from] rusqlite::Error),
+    #[error("database: array {array}: task {task} got id {got}, not the next one")]
+    ArrayIds { array: u64, task: u32, got: u64 },
     #[error("database: job {job}: column {column} holds bad JSON: {message}")]
     Json {
         job: u64,
@@ -124,6 +128,7 @@ impl NewJob {
                 stderr: None,
                 request: ResourceRequest::leaves(1, 60),
                 account: None,
+                queue: Default::default(),
             },
             uid,
             gid: uid,
@@ -252,6 +257,8 @@ pub(crate) struct JobRow {
     pub alloc: Option<Box<StoredAlloc>>,
     pub supervisor_pid: Option<u32>,
     pub master_port: Option<u16>,
+    /// Arrays, dependencies, holds and requeues; boxed, most jobs have the defaults.
+    pub q: Box<Queueing>,
 }
 
 /// What a supervisor needs from the submission to run the job.
@@ -268,6 +275,8 @@ pub struct LaunchRow {
     pub submit_dir: PathBuf,
     pub stdout: Option<String>,
     pub stderr: Option<String>,
+    /// The array it is a task of, its index, and the `--array` it came from.
+    pub array: Option<(flex_proto::ArrayTask, flex_proto::ArraySpec)>,
 }
 
 fn json<T: serde::de::DeserializeOwned>(
@@ -338,16 +347,20 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// Insert a submission; the id comes from the database inside the caller's transaction.
+/// Insert a submission; the id comes from the database inside the caller's transaction. An
+/// array is one job per task, with consecutive ids from the returned one (the array's id).
 pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId, StoreError> {
     let r = &j.spec.request;
+    let q = &j.spec.queue;
     let env_id = envs.id(tx, j.spec.env.json())?;
+    let tasks = q.array.as_ref().map(|a| a.indices());
     let mut st = tx.prepare_cached(
         "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, env_id, workdir,
             submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
-            cores_per_leaf, time_limit, priority, state, submit_time, eligible_time)
+            cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
+            array_task, array_spec, dependency, hold, requeue)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, 'PENDING', ?21, ?21)",
+            ?18, ?19, ?20, 'PENDING', ?21, ?21, ?22, ?23, ?24, ?25, ?26)",
     )?;
     st.execute(params![
         j.spec.name,
@@ -371,9 +384,21 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
         r.time_limit_s as i64,
         j.priority,
         j.submit_time as i64,
+        tasks.as_ref().map(|t| t[0]),
+        q.array
+            .as_ref()
+            .map(|a| serde_json::to_string(a).expect("arrays serialize")),
+        q.dependency
+            .as_ref()
+            .map(|d| serde_json::to_string(d).expect("dependencies serialize")),
+        Hold::submitted(q.hold).code(),
+        q.requeue.unwrap_or(true),
     ])?;
     let id = JobId(tx.last_insert_rowid() as u64);
     event(tx, id, j.submit_time, None, JobState::Pending, None)?;
+    if let Some(tasks) = &tasks {
+        queueing::insert_tasks(tx, id, &tasks[1..], j.submit_time)?;
+    }
     if let Some(a) = &j.start {
         start_job(tx, id, j.submit_time, a)?;
     }
@@ -448,7 +473,8 @@ pub(crate) fn event(
 
 const ROW_COLUMNS: &str = "id, name, uid, gid, user, account, request, priority, state,
     submit_time, start_time, end_time, exit_code, signal, reason, allocation, supervisor_pid,
-    master_port";
+    master_port, array_job, array_task, json_extract(array_spec, '$.throttle'), dependency, hold,
+    requeue, restarts, requeue_requested, nice";
 
 fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
     let id: i64 = r.get(0)?;
@@ -481,6 +507,7 @@ fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
             .transpose()?,
         supervisor_pid: r.get(16)?,
         master_port: r.get(17)?,
+        q: Box::new(queueing::from_row(id, r, 18)?),
     })
 }
 
@@ -514,7 +541,7 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
     let id = job.0;
     conn.prepare_cached(
         "SELECT j.name, j.user, j.uid, j.gid, j.script, j.args, COALESCE(e.body, j.env),
-            j.workdir, j.submit_dir, j.stdout, j.stderr
+            j.workdir, j.submit_dir, j.stdout, j.stderr, j.array_job, j.array_task, j.array_spec
          FROM jobs j LEFT JOIN envs e ON e.id = j.env_id WHERE j.id = ?1",
     )?
     .query_row([id as i64], |r| {
@@ -530,11 +557,26 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
             r.get::<_, String>(8)?,
             r.get::<_, Option<String>>(9)?,
             r.get::<_, Option<String>>(10)?,
+            (
+                r.get::<_, Option<i64>>(11)?,
+                r.get::<_, Option<u32>>(12)?,
+                r.get::<_, Option<String>>(13)?,
+            ),
         ))
     })
     .optional()?
     .map(
-        |(name, user, uid, gid, script, args, env, workdir, submit_dir, stdout, stderr)| {
+        |(name, user, uid, gid, script, args, env, workdir, submit_dir, stdout, stderr, a)| {
+            let array = match a {
+                (Some(job), Some(index), Some(spec)) => Some((
+                    flex_proto::ArrayTask {
+                        job: JobId(job as u64),
+                        index,
+                    },
+                    json(id, "array_spec", &spec)?,
+                )),
+                _ => None,
+            };
             Ok(LaunchRow {
                 name,
                 user,
@@ -547,6 +589,7 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
                 submit_dir: submit_dir.into(),
                 stdout,
                 stderr,
+                array,
             })
         },
     )

@@ -311,6 +311,7 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
         stderr: s.stderr.clone(),
         request,
         account: s.account.clone(),
+        queue: Box::new(s.queue.clone()),
     };
     Ok(Built {
         spec,

@@ -47,6 +47,7 @@ fn file_name(m: &Msg) -> &'static str {
             Request::Ping => "request-ping.bin",
             Request::JobEnded(flex_proto::JobEndedRequest { .. }) => "request-job-ended.bin",
             Request::Accounting(_) => "request-accounting.bin",
+            Request::Control(_) => "request-control.bin",
         },
         Msg::Response(r) => match r {
             Response::Hello(flex_proto::HelloReply { .. }) => "response-hello.bin",
@@ -59,6 +60,7 @@ fn file_name(m: &Msg) -> &'static str {
             Response::Pong => "response-pong.bin",
             Response::Error(_) => "response-error.bin",
             Response::Accounting(_) => "response-accounting.bin",
+            Response::Controlled(_) => "response-controlled.bin",
         },
     }
 }
@@ -89,6 +91,7 @@ fn spec() -> JobSpec {
             placement: None,
         },
         account: Some("vision".into()),
+        queue: Default::default(),
     }
 }
 
@@ -151,6 +154,7 @@ fn row(
         start: Some(1_795_512_600),
         host: (state == JobState::Running).then_some(Cow::Borrowed("a100-testbed")),
         reason: reason.map(Cow::Borrowed),
+        array: None,
     }
 }
 
@@ -180,6 +184,12 @@ pub fn samples() -> Vec<Msg> {
         estimated_start: None,
         exit_code: None,
         signal: None,
+        array: None,
+        dependency: None,
+        restarts: 0,
+        requeue: false,
+        priority: 0,
+        nice: 0,
     };
     let ended = JobView {
         id: JobId(40),
@@ -220,6 +230,8 @@ pub fn samples() -> Vec<Msg> {
             memory_bytes: Some(10_334_765_056),
         }],
         cores: vec![0, 1, 2, 3],
+        array: None,
+        restarts: 0,
     };
     let filter = QueueFilter {
         users: vec!["ann".into()],
@@ -227,6 +239,7 @@ pub fn samples() -> Vec<Msg> {
         jobs: vec![JobId(41), JobId(42)],
         include_finished: true,
         after: Some(JobId(40)),
+        arrays: None,
     };
     vec![
         Msg::Hello(Hello {
@@ -250,11 +263,16 @@ pub fn samples() -> Vec<Msg> {
         Msg::Request(Request::Cancel(flex_proto::CancelRequest {
             jobs: vec![JobId(41), JobId(42)],
             signal: Some(10),
+            tasks: vec![],
         })),
         Msg::Request(Request::LeafMap),
         Msg::Request(Request::Ping),
         Msg::Request(Request::JobEnded(flex_proto::JobEndedRequest {
             job: JobId(41),
+        })),
+        Msg::Request(Request::Control(flex_proto::ControlRequest {
+            action: flex_proto::ControlAction::Update(vec![("TimeLimit".into(), "600".into())]),
+            jobs: vec![flex_proto::JobRef::parse("41_[1-3]").expect("a job reference")],
         })),
         Msg::Request(Request::Accounting(AcctQuery {
             start: 1_795_420_800,
@@ -317,6 +335,10 @@ pub fn samples() -> Vec<Msg> {
                     jobs: vec![JobId(43)],
                 },
             ],
+        }])),
+        Msg::Response(Response::Controlled(vec![flex_proto::ControlOutcome {
+            job: "41_2".into(),
+            error: Some("permission denied: job 41_2 belongs to ann".into()),
         }])),
         Msg::Response(Response::Pong),
         Msg::Response(Response::Error(ErrorReply {

@@ -7,7 +7,7 @@ use crate::config::Settings;
 use crate::server::Shared;
 use crate::state::State;
 use crate::store::NewJob;
-use flex_proto::{ErrorKind, JobSpec, Response};
+use flex_proto::{DepTerm, ErrorKind, JobSpec, Response};
 use flex_sched::{JobKind, Model, PendingJob};
 use gres_plugin::JobId;
 
@@ -22,7 +22,7 @@ pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now:
         Err(r) => return r,
     };
     // Kept to give its resources back if the commit fails.
-    let (uid, start) = (job.uid, job.start.clone());
+    let (uid, start, tasks) = (job.uid, job.start.clone(), task_count(&job.spec));
     match shared.writer.submit(job).await {
         Ok(Ok((id, job))) => {
             tracing::debug!("job {id}: submitted by {} (uid {})", peer.user, peer.uid);
@@ -34,7 +34,7 @@ pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now:
                 Ok(Err(e)) => e,
                 _ => "the database writer has stopped".into(),
             };
-            shared.with_core(|c| c.state.abandon_submission(uid, start.as_ref()));
+            shared.with_core(|c| c.state.abandon_submission(uid, tasks, start.as_ref()));
             Response::error(ErrorKind::Internal, format!("cannot store the job: {e}"))
         }
     }
@@ -156,19 +156,24 @@ pub(crate) fn prepare_submit(
     now: u64,
 ) -> Result<NewJob, Response> {
     let spec = validate(s, st, peer, spec)?;
+    check_queueing(s, st, &spec)?;
+    let tasks = task_count(&spec);
     let max = s.limits.max_queued_per_user;
     let have = st.queued_by(peer.uid);
-    if have >= max {
+    if u64::from(have) + u64::from(tasks) > u64::from(max) {
         return Err(err(
             ErrorKind::LimitExceeded,
             format!(
-                "{} already has {have} jobs pending or running (max_queued_per_user = {max})",
+                "{} already has {have} jobs pending or running, and this submission adds \
+                 {tasks} (max_queued_per_user = {max})",
                 peer.user
             ),
         ));
     }
-    st.begin_submission(peer.uid);
-    let start = st.start_now(s, &spec.request, now);
+    st.begin_submission(peer.uid, tasks);
+    let q = &spec.queue;
+    let plain = q.array.is_none() && q.dependency.is_none() && !q.hold;
+    let start = plain.then(|| st.start_now(s, &spec.request, now)).flatten();
     Ok(NewJob {
         account: spec.account.clone().unwrap_or_default(),
         spec,
@@ -179,4 +184,43 @@ pub(crate) fn prepare_submit(
         submit_time: now,
         start,
     })
+}
+
+/// How many jobs a submission makes (the tasks of an array; checked against
+/// `max_array_size` before).
+fn task_count(spec: &JobSpec) -> u32 {
+    spec.queue
+        .array
+        .as_ref()
+        .map_or(1, |a| a.indices().len() as u32)
+}
+
+/// An array within `max_array_size`, a dependency on jobs flexd knows.
+fn check_queueing(s: &Settings, st: &State, spec: &JobSpec) -> Result<(), Response> {
+    if let Some(a) = &spec.queue.array {
+        let max = u64::from(s.limits.max_array_size);
+        // The ranges' sum first (overlaps count twice): it bounds the work of listing them.
+        let n = match a.count() {
+            n if n <= max => n,
+            n if n <= 16 * max => a.indices().len() as u64,
+            n => n,
+        };
+        if n > max {
+            return Err(err(
+                ErrorKind::LimitExceeded,
+                format!("--array={a} has {n} tasks, more than max_array_size = {max}"),
+            ));
+        }
+    }
+    for t in spec.queue.dependency.iter().flat_map(|d| &d.terms) {
+        if let DepTerm::On { job, .. } = t {
+            if st.resolve(job).is_empty() {
+                return Err(err(
+                    ErrorKind::InvalidRequest,
+                    format!("--dependency: job {job} is unknown"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }

@@ -98,7 +98,9 @@ macro_rules! field {
 
 /// Every field, in --helpformat's order.
 pub static FIELDS: &[Field] = &[
-    field!("JobID", 12, "job id", |r, _| r.id.to_string()),
+    field!("JobID", 12, "job id", |r, _| r
+        .array
+        .map_or_else(|| r.id.to_string(), |a| a.to_string())),
     field!("JobName", 10, "job name", |r, _| r.name.clone()),
     field!("User", 9, "user name", |r, _| r.user.clone()),
     field!("UID", 6, "user id", |r, _| r.uid.to_string()),
@@ -122,6 +124,12 @@ pub static FIELDS: &[Field] = &[
         r.exit_code.unwrap_or(0),
         r.signal.unwrap_or(0)
     )),
+    field!(
+        "Restarts",
+        8,
+        "times it was requeued (flexcontrol requeue; its latest run is shown)",
+        |r, _| r.restarts.to_string()
+    ),
     field!("Reason", 20, "why it failed or was not run", |r, _| r
         .reason
         .clone()
