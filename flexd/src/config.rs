@@ -21,6 +21,16 @@ pub struct Limits {
     pub max_directives: u32,
     pub max_queued_per_user: u32,
     pub max_frame_bytes: u64,
+    /// Connections one uid may hold open at once.
+    pub max_connections_per_user: u32,
+    /// File descriptors kept free of connections (for supervisors, the store, the launcher).
+    pub reserved_fds: u32,
+    /// A connection that sends nothing this long is closed.
+    pub idle_timeout: Duration,
+    /// A frame must arrive whole within this long of its first byte.
+    pub frame_timeout: Duration,
+    /// Longest job name flexd accepts, in bytes.
+    pub max_name_bytes: u32,
 }
 
 /// Everything flexd is configured with (paths as written; [`crate::paths::Paths`] resolves
@@ -172,6 +182,15 @@ impl Settings {
                 max_directives: src.int("limits.max_directives", 1, 100_000)? as u32,
                 max_queued_per_user: src.int("limits.max_queued_per_user", 1, 10_000_000)? as u32,
                 max_frame_bytes: src.size("limits.max_frame_bytes", 1 << 30)?,
+                max_connections_per_user: src.int(
+                    "limits.max_connections_per_user",
+                    1,
+                    1_000_000,
+                )? as u32,
+                reserved_fds: src.int("limits.reserved_fds", 16, 1_000_000)? as u32,
+                idle_timeout: src.duration("limits.idle_timeout", secs(86400))?,
+                frame_timeout: src.duration("limits.frame_timeout", secs(3600))?,
+                max_name_bytes: src.int("limits.max_name_bytes", 1, 65536)? as u32,
             },
         };
         for (key, p) in [

@@ -113,6 +113,7 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
             .map_err(io("cannot create", dir))?;
     }
     let lock = lock_state_dir(&paths)?;
+    let fd_limit = raise_nofile();
     check_socket(&paths.socket)?;
 
     let found = gres_plugin::probe::discover(&paths.topology, opts.force_topology)?;
@@ -177,6 +178,10 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
         paths.db.clone(),
     ));
     shared.with_core(|_| ());
+    let open_now = std::fs::read_dir("/proc/self/fd").map_or(64, |d| d.count());
+    shared
+        .fd_budget
+        .store(fd_limit.saturating_sub(open_now), Ordering::Relaxed);
     let launcher = Launcher {
         exe: std::env::current_exe().map_err(io("own executable", Path::new("/proc/self/exe")))?,
         db: paths.db.clone(),
@@ -195,19 +200,49 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
     r
 }
 
-/// What became of a job that was running when flexd stopped.
+/// What became of a job that was running when flexd stopped. A supervisor that cannot be
+/// checked is taken as alive: the next health check looks again.
 fn find(run_dir: &Path, job: JobId, recorded: Option<u32>) -> Found {
     if let Ok(Some(s)) = files::read_status(run_dir, job) {
         return Found::Ended(s);
     }
-    if let Some(pid) = files::find_supervisor(run_dir, job, recorded) {
-        return Found::Alive(pid);
+    match files::find_supervisor(run_dir, job, recorded) {
+        Ok(Some(pid)) => return Found::Alive(pid),
+        Ok(None) => {}
+        Err(e) => {
+            if let Some(pid) = recorded {
+                tracing::warn!("job {job}: cannot check its supervisor ({e}); keeping it");
+                return Found::Alive(pid);
+            }
+            tracing::error!("job {job}: cannot check its supervisor: {e}");
+        }
     }
     // It may have written its status between the two looks.
     match files::read_status(run_dir, job) {
         Ok(Some(s)) => Found::Ended(s),
         _ => Found::Gone,
     }
+}
+
+/// Raise the soft open-file limit to the hard one (connections, supervisors' pipes and the
+/// store all need descriptors); returns the soft limit in force.
+fn raise_nofile() -> usize {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    // Beyond this a select()-using library would break, and memory per slot adds up.
+    let want = hard.min(1 << 20);
+    if want > soft {
+        match setrlimit(Resource::RLIMIT_NOFILE, want, hard) {
+            Ok(()) => {
+                tracing::info!("open-file limit raised from {soft} to {want}");
+                return want as usize;
+            }
+            Err(e) => tracing::warn!("cannot raise the open-file limit from {soft}: {e}"),
+        }
+    }
+    soft as usize
 }
 
 /// Hold an exclusive lock on the state directory for flexd's lifetime.
@@ -282,11 +317,14 @@ async fn serve(shared: Arc<Shared>, paths: &Paths, opts: &Options) -> Result<(),
     loop {
         tokio::select! {
             r = listener.accept() => match r {
-                Ok((stream, _)) => {
-                    tokio::spawn(server::serve(shared.clone(), stream));
-                }
+                Ok((stream, _)) => match shared.open_conn() {
+                    Ok(open) => {
+                        tokio::spawn(server::serve(shared.clone(), stream, open));
+                    }
+                    Err(why) => server::health::warn_limited(&why),
+                },
                 Err(e) => {
-                    tracing::warn!("accept: {e}");
+                    server::health::warn_limited(&format!("accept: {e}"));
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             },

@@ -71,6 +71,8 @@ pub struct Daemon {
     env: Vec<(String, String)>,
     /// Run flexd as this uid and gid instead of the test's own.
     user: Option<(u32, u32)>,
+    /// flexd's open-file limit, soft and hard (None: the test's own).
+    nofile: Option<u64>,
 }
 
 impl Daemon {
@@ -98,12 +100,38 @@ impl Daemon {
         Self::start_seeded(topology, "", &[], Some(db))
     }
 
-    fn start_seeded(
-        topology: &str,
-        config: &str,
-        env: &[(&str, &str)],
-        db: Option<&Path>,
-    ) -> Daemon {
+    /// Like [`Daemon::start_with`], with flexd's open-file limit (soft and hard) set to
+    /// `nofile`, so that flexd cannot raise it.
+    pub fn start_nofile(topology: &str, config: &str, nofile: u64) -> Daemon {
+        let mut d = Self::unstarted(topology, config);
+        d.nofile = Some(nofile);
+        d.spawn();
+        d
+    }
+
+    /// Like [`Daemon::start`], on a copy of another state directory (database, run files,
+    /// everything), taken while its flexd may still run.
+    pub fn start_on_state_copy(topology: &str, state_dir: &Path) -> Daemon {
+        let d = Self::unstarted(topology, "");
+        let out = Command::new("cp")
+            .arg("-a")
+            .arg(state_dir)
+            .arg(d.state_dir())
+            .output()
+            .expect("run cp");
+        assert!(
+            out.status.success(),
+            "cp -a {}: {}",
+            state_dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut d = d;
+        d.spawn();
+        d
+    }
+
+    /// A daemon with its directory and config file written, not started.
+    fn unstarted(topology: &str, config: &str) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("flexd-e2e-")
             .tempdir()
@@ -113,17 +141,28 @@ impl Daemon {
             .expect("chmod the temporary directory");
         let text = format!("kill_grace = \"2s\"\n{config}\n");
         std::fs::write(dir.path().join("flexd.toml"), text).expect("write flexd.toml");
-        let mut d = Daemon {
+        Daemon {
             dir,
             topology: topology.to_string(),
             child: None,
             starts: 0,
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            env: Vec::new(),
             user: None,
-        };
+            nofile: None,
+        }
+    }
+
+    fn start_seeded(
+        topology: &str,
+        config: &str,
+        env: &[(&str, &str)],
+        db: Option<&Path>,
+    ) -> Daemon {
+        let mut d = Self::unstarted(topology, config);
+        d.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         if let Some(db) = db {
             std::fs::create_dir_all(d.state_dir()).expect("create the state directory");
             std::fs::copy(db, d.db_path()).unwrap_or_else(|e| panic!("copy {}: {e}", db.display()));
@@ -152,6 +191,7 @@ impl Daemon {
             starts: 0,
             env: Vec::new(),
             user: Some((uid, gid)),
+            nofile: None,
         };
         d.spawn();
         d
@@ -169,6 +209,21 @@ impl Daemon {
         if let Some((uid, gid)) = self.user {
             std::os::unix::process::CommandExt::uid(&mut cmd, uid);
             std::os::unix::process::CommandExt::gid(&mut cmd, gid);
+        }
+        if let Some(n) = self.nofile {
+            let lim = libc::rlimit {
+                rlim_cur: n as libc::rlim_t,
+                rlim_max: n as libc::rlim_t,
+            };
+            // SAFETY: setrlimit is async-signal-safe and `lim` is a plain copied value.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         let child = cmd
             .arg("--config")

@@ -12,8 +12,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
-/// Serve one connection until the client closes it.
-pub(crate) async fn serve(shared: Arc<Shared>, stream: UnixStream) {
+/// Serve one connection until the client closes it, is idle for `idle_timeout`, or takes
+/// longer than `frame_timeout` to send a frame.
+pub(crate) async fn serve(shared: Arc<Shared>, stream: UnixStream, _open: super::OpenConn) {
     let peer = match stream.peer_cred() {
         Ok(c) => Peer {
             uid: c.uid(),
@@ -27,8 +28,23 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: UnixStream) {
         }
     };
     let (mut rd, mut wr) = stream.into_split();
+    let _slot = match shared.conn_slot(peer.uid, &peer.user) {
+        Ok(s) => s,
+        Err(why) => {
+            super::health::warn_limited(&format!("connection refused: {why}"));
+            let _ = write(&mut wr, &Response::error(ErrorKind::LimitExceeded, why)).await;
+            return;
+        }
+    };
     let mut buf = Vec::with_capacity(8192);
-    let max = || shared.max_frame.load(Ordering::Relaxed);
+    let max = || {
+        let l = shared.settings().limits;
+        Budget {
+            max_frame: shared.max_frame.load(Ordering::Relaxed),
+            idle: l.idle_timeout,
+            frame: l.frame_timeout,
+        }
+    };
     let hello: Hello = match read(&mut rd, &mut buf, max()).await {
         Ok(h) => h,
         Err(FrameError::Closed) => return,
@@ -137,17 +153,39 @@ fn bad_frame(e: &FrameError) -> Response {
     }
 }
 
+/// What one frame may take: bytes, time waiting for it to begin, time for it to arrive.
+struct Budget {
+    max_frame: usize,
+    idle: Duration,
+    frame: Duration,
+}
+
 async fn read<T: serde::de::DeserializeOwned>(
     rd: &mut tokio::net::unix::OwnedReadHalf,
     buf: &mut Vec<u8>,
-    max: usize,
+    max: Budget,
 ) -> Result<T, FrameError> {
+    let idle_until = tokio::time::Instant::now() + max.idle;
+    let mut frame_until = None;
     loop {
-        if let Some((msg, used)) = proto::decode(buf, max)? {
+        if let Some((msg, used)) = proto::decode(buf, max.max_frame)? {
             buf.drain(..used);
             return Ok(msg);
         }
-        if rd.read_buf(buf).await? == 0 {
+        if !buf.is_empty() && frame_until.is_none() {
+            frame_until = Some(tokio::time::Instant::now() + max.frame);
+        }
+        let until = frame_until.unwrap_or(idle_until);
+        let Ok(got) = tokio::time::timeout_at(until, rd.read_buf(buf)).await else {
+            return Err(match frame_until {
+                None => FrameError::Closed,
+                Some(_) => FrameError::Malformed(format!(
+                    "the request did not arrive whole within frame_timeout = {}",
+                    humantime::format_duration(max.frame)
+                )),
+            });
+        };
+        if got? == 0 {
             return Err(if buf.is_empty() {
                 FrameError::Closed
             } else {

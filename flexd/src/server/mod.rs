@@ -58,6 +58,38 @@ pub(crate) struct Shared {
     pub acct: handlers::accounting::Accounting,
     /// Counters and histograms for the metrics endpoint.
     pub metrics: crate::metrics::Metrics,
+    /// Open connections by uid, and in all.
+    conns: Mutex<HashMap<u32, u32>>,
+    open_conns: AtomicUsize,
+    /// Descriptors connections may use: the open-file limit less those open at start.
+    pub fd_budget: AtomicUsize,
+}
+
+/// A connection's place in the budgets; given back on drop.
+pub(crate) struct ConnSlot<'a> {
+    shared: &'a Shared,
+    uid: u32,
+}
+
+impl Drop for ConnSlot<'_> {
+    fn drop(&mut self) {
+        let mut conns = self.shared.conns.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = conns.get_mut(&self.uid) {
+            *n -= 1;
+            if *n == 0 {
+                conns.remove(&self.uid);
+            }
+        }
+    }
+}
+
+/// A connection counted in the total; given back on drop.
+pub(crate) struct OpenConn(std::sync::Arc<Shared>);
+
+impl Drop for OpenConn {
+    fn drop(&mut self) {
+        self.0.open_conns.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 pub(crate) fn unix_now() -> u64 {
@@ -86,7 +118,43 @@ impl Shared {
             users: Mutex::new(HashMap::new()),
             acct: handlers::accounting::Accounting::new(db),
             metrics: crate::metrics::Metrics::default(),
+            conns: Mutex::new(HashMap::new()),
+            open_conns: AtomicUsize::new(0),
+            fd_budget: AtomicUsize::new(usize::MAX),
         }
+    }
+
+    /// Count a new connection in the total, unless it would eat into `reserved_fds`: then
+    /// Err with why (the caller closes it at once).
+    pub(crate) fn open_conn(self: &std::sync::Arc<Self>) -> Result<OpenConn, String> {
+        let reserved = self.lock().settings.limits.reserved_fds as usize;
+        let max = self
+            .fd_budget
+            .load(Ordering::Relaxed)
+            .saturating_sub(reserved);
+        let n = self.open_conns.fetch_add(1, Ordering::SeqCst);
+        let conn = OpenConn(self.clone());
+        if n >= max {
+            return Err(format!(
+                "{n} connections open, as many as the open-file limit allows with \
+                 reserved_fds = {reserved} kept free; closing a new one"
+            ));
+        }
+        Ok(conn)
+    }
+
+    /// Take a place for a connection of `uid`, or say why it has none.
+    pub(crate) fn conn_slot(&self, uid: u32, user: &str) -> Result<ConnSlot<'_>, String> {
+        let max = self.lock().settings.limits.max_connections_per_user;
+        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        let n = conns.entry(uid).or_insert(0);
+        if *n >= max {
+            return Err(format!(
+                "{user} already has {n} connections open (max_connections_per_user = {max})"
+            ));
+        }
+        *n += 1;
+        Ok(ConnSlot { shared: self, uid })
     }
 
     fn lock(&self) -> MutexGuard<'_, Core> {

@@ -1,0 +1,264 @@
+//! Local users and exhausted resources (issue 12): a user who holds many connections, flexd out
+//! of file descriptors, a look-alike supervisor, a reused process-group id, a flexd on a copy
+//! of a live state directory. Each test runs the real flexd; those that act as another user
+//! (uid 65534, `nobody`) need root and are skipped with a notice otherwise.
+
+use flex_proto::{self as proto, Hello, JobState, Response, PROTOCOL_VERSION};
+use flex_tests::{script_job, signal, wait_for, Daemon};
+use gres_plugin::JobId;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const A100: &str = "a100-40gb-x2.toml";
+const NOBODY: u32 = 65534;
+
+fn root() -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    eprintln!("notice: skipped, needs root to act as another user");
+    false
+}
+
+/// Run `f` on a thread whose effective uid is `uid` (credentials are per thread in Linux; the
+/// raw syscall changes only the calling thread's, unlike libc's setresuid). Sockets it
+/// connects or listens on carry that uid in SO_PEERCRED.
+fn as_uid<T: Send + 'static>(uid: u32, f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        let set = |euid: u32| {
+            // SAFETY: setresuid has no memory-safety preconditions; -1 keeps a value as is.
+            let r = unsafe { libc::syscall(libc::SYS_setresuid, -1i32, euid, -1i32) };
+            assert_eq!(r, 0, "setresuid: {}", std::io::Error::last_os_error());
+        };
+        set(uid);
+        let out = f();
+        set(0);
+        out
+    })
+    .join()
+    .expect("the thread as another uid")
+}
+
+/// The job's run file as JSON, once it names the job's process group.
+fn run_file(d: &Daemon, job: JobId) -> serde_json::Value {
+    let path = d.state_dir().join("run").join(format!("{job}.run"));
+    wait_for("the run file with the job's process group", || {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
+        v.get("job_pgid")?.as_i64()?;
+        Some(v)
+    })
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// A job that waits for `gate` to exist, then exits 7.
+fn gated_job(d: &Daemon, gate: &Path) -> JobId {
+    let dir = d.scratch("gated");
+    let script = format!(
+        "#!/bin/sh\nwhile [ ! -e {} ]; do sleep 0.1; done\nexit 7\n",
+        gate.display()
+    );
+    let job = d.client().submit(script_job(&script, &dir)).unwrap();
+    d.wait_state(job, &[JobState::Running]);
+    job
+}
+
+#[test]
+fn one_user_cannot_take_every_connection() {
+    if !root() {
+        return;
+    }
+    let d = Daemon::start(A100);
+    let socket = d.socket();
+    let held: Vec<UnixStream> = as_uid(NOBODY, move || {
+        (0..100)
+            .map(|_| UnixStream::connect(&socket).expect("connect as nobody"))
+            .collect()
+    });
+    let (mut ok, mut refused) = (0, 0);
+    for mut s in held.iter() {
+        s.set_read_timeout(Some(flex_tests::WAIT)).unwrap();
+        let hello = Hello {
+            version: PROTOCOL_VERSION,
+            client: "hog".into(),
+        };
+        // A refused connection may be closed already; its answer is still there to read.
+        let _ = proto::write_frame(&mut s, &hello);
+        match proto::read_frame::<Response>(&mut s, 1 << 20).expect("an answer") {
+            Response::Hello(_) => ok += 1,
+            Response::Error(e) => {
+                assert!(
+                    e.message.contains(
+                        "already has 64 connections open (max_connections_per_user = 64)"
+                    ),
+                    "{}",
+                    e.message
+                );
+                refused += 1;
+            }
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+    assert_eq!((ok, refused), (64, 36));
+    // Everyone else is served meanwhile.
+    let out = d.cmd("flexq").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(held);
+}
+
+#[test]
+fn running_out_of_file_descriptors_fails_no_job() {
+    // flexd cannot raise a hard limit; one client holds more connections than it allows.
+    let d = Daemon::start_nofile(
+        A100,
+        "[limits]\nmax_connections_per_user = 100000\nreserved_fds = 32",
+        128,
+    );
+    let gate = d.scratch("gate").join("go");
+    let job = gated_job(&d, &gate);
+    let held: Vec<UnixStream> = (0..300)
+        .filter_map(|_| UnixStream::connect(d.socket()).ok())
+        .collect();
+    // Supervisors are looked after once a second: let several looks happen while
+    // descriptors are short, and the job end meanwhile.
+    std::thread::sleep(Duration::from_secs(3));
+    std::fs::write(&gate, "").unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    drop(held);
+    let v = d.wait_finished(job);
+    assert_eq!(
+        (v.state, v.exit_code),
+        (JobState::Failed, Some(7)),
+        "the job's own end, not NODE_FAIL; log:\n{}",
+        d.log()
+    );
+    assert!(!d.log().contains("died without recording"), "{}", d.log());
+}
+
+#[test]
+fn a_look_alike_supervisor_of_another_user_is_not_adopted() {
+    if !root() {
+        return;
+    }
+    let d = Daemon::start(A100);
+    let dir = d.scratch("look");
+    let job = d
+        .client()
+        .submit(script_job("#!/bin/sh\nsleep 600\n", &dir))
+        .unwrap();
+    d.wait_state(job, &[JobState::Running]);
+    let run = run_file(&d, job);
+    let sup = run["supervisor_pid"].as_u64().unwrap() as u32;
+    let run_dir = d.state_dir().join("run");
+    // `sh -c CMD supervise --job N --run-dir DIR`: a command line like a supervisor's, ignoring
+    // SIGTERM.
+    let fake = Killed(
+        Command::new("setpriv")
+            .args([
+                "--reuid",
+                "65534",
+                "--regid",
+                "65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+            ])
+            .arg("trap '' TERM; while :; do sleep 1; done")
+            .args(["supervise", "--job", &job.to_string(), "--run-dir"])
+            .arg(&run_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    signal(sup, libc::SIGKILL);
+    let v = d.wait_state(job, &[JobState::NodeFail]);
+    assert!(v
+        .reason
+        .unwrap_or_default()
+        .contains("died without recording"));
+    drop(fake);
+}
+
+/// A child killed with SIGKILL and reaped on drop, even when the test fails.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_reused_process_group_id_is_not_killed() {
+    let mut d = Daemon::start(A100);
+    let dir = d.scratch("reuse");
+    let job = d
+        .client()
+        .submit(script_job("#!/bin/sh\nsleep 600\n", &dir))
+        .unwrap();
+    d.wait_state(job, &[JobState::Running]);
+    let mut run = run_file(&d, job);
+    let sup = run["supervisor_pid"].as_u64().unwrap() as u32;
+    let pgid = run["job_pgid"].as_i64().unwrap() as i32;
+    d.kill9();
+    signal(sup, libc::SIGKILL);
+    // SAFETY: killpg has no memory-safety preconditions.
+    unsafe {
+        libc::killpg(pgid, libc::SIGKILL);
+    }
+    wait_for("the job's processes to go", || {
+        (!alive(pgid as u32)).then_some(())
+    });
+    // An unrelated process of the same user leads a group whose id the run file names, as
+    // after a reboot or a wrap of the pids.
+    let mut other = Killed(
+        Command::new("sleep")
+            .arg("600")
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
+    run["job_pgid"] = other.0.id().into();
+    let path = d.state_dir().join("run").join(format!("{job}.run"));
+    std::fs::write(&path, serde_json::to_vec(&run).unwrap()).unwrap();
+    d.restart();
+    let v = d.wait_finished(job);
+    assert_eq!(v.state, JobState::NodeFail);
+    assert!(
+        other.0.try_wait().unwrap().is_none(),
+        "the unrelated process was killed; log:\n{}",
+        d.log()
+    );
+}
+
+#[test]
+fn a_flexd_on_a_copy_of_a_live_state_dir_kills_no_job() {
+    let a = Daemon::start(A100);
+    let gate = a.scratch("gate").join("go");
+    let job = gated_job(&a, &gate);
+    run_file(&a, job);
+    let b = Daemon::start_on_state_copy(A100, &a.state_dir());
+    // The copy's flexd finds no supervisor of its own for the job and ends it in its copy of
+    // the database, but leaves the processes alone: they belong to a live supervisor.
+    assert_eq!(b.wait_finished(job).state, JobState::NodeFail);
+    std::fs::write(&gate, "").unwrap();
+    let v = a.wait_finished(job);
+    assert_eq!(
+        (v.state, v.exit_code),
+        (JobState::Failed, Some(7)),
+        "log of the copy's flexd:\n{}",
+        b.log()
+    );
+}
