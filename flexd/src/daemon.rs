@@ -14,7 +14,7 @@ use flex_sched::{Cluster, ClusterConfig};
 use gres_plugin::JobId;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -37,8 +37,10 @@ pub enum DaemonError {
     Config(#[from] ConfigError),
     #[error("another flexd answers on {0}")]
     AlreadyRunning(PathBuf),
-    #[error("another flexd uses the state directory {0} (it holds {0}/flexd.lock)")]
+    #[error("another flexd uses the state directory {0} (it holds a lock on the directory)")]
     StateLocked(PathBuf),
+    #[error("state directory {path}: {why}")]
+    Insecure { path: PathBuf, why: String },
     #[error("{path} exists and is not a socket; refusing to replace it")]
     NotASocket { path: PathBuf },
     #[error("host model: {0}")]
@@ -62,7 +64,9 @@ impl DaemonError {
             DaemonError::AlreadyRunning(_) | DaemonError::StateLocked(_) => 3,
             DaemonError::Topology(_) => 4,
             DaemonError::Store(_) => 5,
-            DaemonError::NotASocket { .. } | DaemonError::Io { .. } => 1,
+            DaemonError::NotASocket { .. }
+            | DaemonError::Io { .. }
+            | DaemonError::Insecure { .. } => 1,
         }
     }
 }
@@ -112,6 +116,9 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
             .create(dir)
             .map_err(io("cannot create", dir))?;
     }
+    for dir in [&paths.state_dir, &paths.run_dir] {
+        make_private(dir)?;
+    }
     let lock = lock_state_dir(&paths)?;
     let fd_limit = raise_nofile();
     check_socket(&paths.socket)?;
@@ -151,6 +158,10 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
     );
 
     let conn = store::open(&paths.db)?;
+    // SQLite creates the -wal and -shm files with the database's mode.
+    for dir in [&paths.state_dir, &paths.run_dir] {
+        make_private(dir)?;
+    }
     let now = unix_now();
     let rows = store::load_jobs(&conn, now.saturating_sub(settings.keep_finished.as_secs()))?;
     let (writer, _writer_thread) = Writer::spawn(conn);
@@ -245,16 +256,55 @@ fn raise_nofile() -> usize {
     soft as usize
 }
 
-/// Hold an exclusive lock on the state directory for flexd's lifetime.
+/// Hold an exclusive lock on the state directory itself for flexd's lifetime: no file to
+/// delete undoes it.
 fn lock_state_dir(paths: &Paths) -> Result<nix::fcntl::Flock<std::fs::File>, DaemonError> {
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&paths.lock)
-        .map_err(io("cannot open", &paths.lock))?;
-    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
+    let d = std::fs::File::open(&paths.state_dir).map_err(io("cannot open", &paths.state_dir))?;
+    nix::fcntl::Flock::lock(d, nix::fcntl::FlockArg::LockExclusiveNonblock)
         .map_err(|_| DaemonError::StateLocked(paths.state_dir.clone()))
+}
+
+/// Make a state directory flexd's alone: it must belong to flexd's uid (else refuse); the
+/// directory becomes 0700 and the files in it 0600 where they were looser.
+fn make_private(dir: &Path) -> Result<(), DaemonError> {
+    let me = nix::unistd::geteuid().as_raw();
+    let meta = std::fs::symlink_metadata(dir).map_err(io("cannot inspect", dir))?;
+    let insecure = |why: String| DaemonError::Insecure {
+        path: dir.to_path_buf(),
+        why,
+    };
+    if !meta.is_dir() {
+        return Err(insecure("is not a directory (a symlink?)".into()));
+    }
+    if meta.uid() != me {
+        return Err(insecure(format!(
+            "belongs to uid {}, not to flexd's uid {me}; refusing to keep scripts and \
+             environments in it",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        tracing::warn!(
+            "state directory {} was mode {:o}; making it 0700",
+            dir.display(),
+            meta.mode() & 0o7777
+        );
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(io("cannot chmod", dir))?;
+    }
+    for e in std::fs::read_dir(dir)
+        .map_err(io("cannot list", dir))?
+        .flatten()
+    {
+        let Ok(m) = e.path().symlink_metadata() else {
+            continue;
+        };
+        if m.is_file() && m.mode() & 0o077 != 0 {
+            std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(0o600))
+                .map_err(io("cannot chmod", &e.path()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Refuse to start when another flexd answers on the socket; remove a stale socket file.

@@ -225,19 +225,8 @@ impl Daemon {
                 });
             }
         }
-        let child = cmd
-            .arg("--config")
-            .arg(self.config_path())
-            .arg("--socket")
-            .arg(self.socket())
-            .arg("--state-dir")
-            .arg(self.state_dir())
-            .arg("--topology")
-            .arg(&self.topology)
-            .arg("--force-topology")
-            .arg("-vv")
-            .current_dir(self.dir.path())
-            .env_remove("FLEX_SOCKET")
+        let child = self
+            .flexd_args(&mut cmd, &self.socket())
             .env_remove("FLEX_CONFIG")
             .env("FLEX_LOG", "flexd=debug")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -248,6 +237,29 @@ impl Daemon {
             .expect("start flexd");
         self.child = Some(child);
         self.wait_ready();
+    }
+
+    /// flexd with this daemon's config, state directory and topology but its socket at
+    /// `socket`, not started (to try a second flexd on the same state directory).
+    pub fn flexd_command(&self, socket: &Path) -> Command {
+        let mut cmd = Command::new(bin("flexd"));
+        self.flexd_args(&mut cmd, socket);
+        cmd
+    }
+
+    fn flexd_args<'c>(&self, cmd: &'c mut Command, socket: &Path) -> &'c mut Command {
+        cmd.arg("--config")
+            .arg(self.config_path())
+            .arg("--socket")
+            .arg(socket)
+            .arg("--state-dir")
+            .arg(self.state_dir())
+            .arg("--topology")
+            .arg(&self.topology)
+            .arg("--force-topology")
+            .arg("-vv")
+            .current_dir(self.dir.path())
+            .env_remove("FLEX_SOCKET")
     }
 
     /// Wait until the socket exists with mode 0666 and flexd answers a ping.

@@ -262,3 +262,98 @@ fn a_flexd_on_a_copy_of_a_live_state_dir_kills_no_job() {
         b.log()
     );
 }
+
+/// Run a flexd that is expected to refuse to start; returns its exit code and what it printed.
+fn refused_start(d: &Daemon, socket: &Path) -> (Option<i32>, String) {
+    let out = d.scratch("refused").join("out.txt");
+    let f = std::fs::File::create(&out).unwrap();
+    let mut child = Killed(
+        d.flexd_command(socket)
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .unwrap(),
+    );
+    let status = flex_tests::wait_child(&mut child.0, flex_tests::WAIT);
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    let status = status.unwrap_or_else(|| panic!("flexd did not refuse to start:\n{text}"));
+    (status.code(), text)
+}
+
+#[test]
+fn deleting_the_lock_file_lets_no_second_flexd_use_the_state_dir() {
+    let d = Daemon::start(A100);
+    let _ = std::fs::remove_file(d.state_dir().join("flexd.lock"));
+    let other = d.scratch("second").join("flexd.sock");
+    let (code, text) = refused_start(&d, &other);
+    assert_eq!(code, Some(3), "{text}");
+    assert!(
+        text.contains("another flexd uses the state directory"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_loose_state_dir_is_made_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut d = Daemon::start(A100);
+    let dir = d.scratch("w");
+    let job = d
+        .client()
+        .submit(script_job("#!/bin/sh\ntrue\n", &dir))
+        .unwrap();
+    d.wait_finished(job);
+    d.stop();
+    let chmod = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    };
+    chmod(&d.state_dir(), 0o755);
+    chmod(&d.db_path(), 0o644);
+    d.restart();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&d.state_dir()), 0o700);
+    assert_eq!(mode(&d.state_dir().join("run")), 0o700);
+    let mut files = 0;
+    for e in std::fs::read_dir(d.state_dir()).unwrap().flatten() {
+        if e.file_type().unwrap().is_file() {
+            assert_eq!(mode(&e.path()), 0o600, "{}", e.path().display());
+            files += 1;
+        }
+    }
+    assert!(files >= 3, "flex.db and its -wal and -shm files");
+}
+
+#[test]
+fn an_empty_or_foreign_database_is_refused() {
+    let mut d = Daemon::start(A100);
+    d.stop();
+    let db = d.db_path();
+    let sock = d.scratch("db").join("flexd.sock");
+    for (what, make) in [
+        (
+            "empty",
+            Box::new(|p: &Path| std::fs::write(p, "").unwrap()) as Box<dyn Fn(&Path)>,
+        ),
+        (
+            "foreign",
+            Box::new(|p: &Path| {
+                let c = rusqlite::Connection::open(p).unwrap();
+                c.execute_batch("CREATE TABLE notes (t TEXT)").unwrap();
+            }),
+        ),
+    ] {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = db.as_os_str().to_owned();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+        make(&db);
+        let (code, text) = refused_start(&d, &sock);
+        assert_eq!(code, Some(5), "{what}: {text}");
+        assert!(
+            text.contains(&db.display().to_string()) && text.contains("refusing to start on it"),
+            "{what}: {text}"
+        );
+    }
+}

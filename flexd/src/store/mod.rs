@@ -31,6 +31,11 @@ pub enum StoreError {
         path: PathBuf,
         source: schema::MigrateError,
     },
+    #[error(
+        "database {path} {why}; refusing to start on it (move it away to start with a new \
+         database, or restore it from a backup)"
+    )]
+    NotFlex { path: PathBuf, why: String },
     #[error("database: {0}")]
     Sql(#[from] rusqlite::Error),
     #[error("database: job {job}: column {column} holds bad JSON: {message}")]
@@ -47,7 +52,35 @@ pub fn open(path: &Path) -> Result<Connection, StoreError> {
         path: path.to_path_buf(),
         source,
     };
+    let existed = match std::fs::metadata(path) {
+        Ok(m) if m.len() == 0 => {
+            return Err(StoreError::NotFlex {
+                path: path.to_path_buf(),
+                why: "is empty (0 bytes)".into(),
+            })
+        }
+        Ok(_) => true,
+        Err(_) => false,
+    };
     let mut conn = Connection::open(path).map_err(open_err)?;
+    if existed {
+        let version: u32 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(open_err)?;
+        let has_jobs: bool = conn
+            .query_row(
+                "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(open_err)?;
+        if version == 0 || !has_jobs {
+            return Err(StoreError::NotFlex {
+                path: path.to_path_buf(),
+                why: "is not a Flex database (no schema version or no jobs table)".into(),
+            });
+        }
+    }
     conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))
         .map_err(open_err)?;
     conn.execute_batch(
