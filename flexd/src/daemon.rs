@@ -317,11 +317,27 @@ fn check_socket(path: &Path) -> Result<(), DaemonError> {
                 path: path.to_path_buf(),
             })
         }
-        Ok(_) => {
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                return Err(DaemonError::AlreadyRunning(path.to_path_buf()));
+        Ok(m) => {
+            let me = nix::unistd::geteuid().as_raw();
+            // Another flexd is one of our own uid; a socket another user bound at our path
+            // (in /tmp while flexd was down) is replaced, not obeyed.
+            if let Ok(s) = std::os::unix::net::UnixStream::connect(path) {
+                let peer =
+                    nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
+                        .map(|c| c.uid());
+                if peer.map_or(true, |uid| uid == me) {
+                    return Err(DaemonError::AlreadyRunning(path.to_path_buf()));
+                }
+                tracing::warn!(
+                    "{} is served by uid {} (its file belongs to uid {}), not by flexd's uid \
+                     {me}; replacing it",
+                    path.display(),
+                    peer.unwrap_or(u32::MAX),
+                    m.uid()
+                );
+            } else {
+                tracing::info!("removing the stale socket {}", path.display());
             }
-            tracing::info!("removing the stale socket {}", path.display());
             std::fs::remove_file(path).map_err(io("cannot remove", path))?;
         }
     }

@@ -357,3 +357,96 @@ fn an_empty_or_foreign_database_is_refused() {
         );
     }
 }
+
+/// A server at `socket` run by `uid`: it answers the Hello as flexd would and records every
+/// frame body it is sent.
+fn impostor(
+    uid: u32,
+    socket: &Path,
+) -> (
+    std::os::unix::net::UnixListener,
+    std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+) {
+    let path = socket.to_path_buf();
+    let listener = as_uid(uid, move || {
+        std::os::unix::net::UnixListener::bind(&path).expect("bind as another user")
+    });
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (l, g) = (listener.try_clone().unwrap(), got.clone());
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let g = g.clone();
+            std::thread::spawn(move || {
+                while let Ok(body) = proto::read_body(&mut s, 1 << 30) {
+                    g.lock().unwrap().extend_from_slice(&body);
+                    let hello = Response::Hello(flex_proto::HelloReply {
+                        version: PROTOCOL_VERSION,
+                        server: "flexd".into(),
+                    });
+                    if proto::write_frame(&mut s, &hello).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (listener, got)
+}
+
+#[test]
+fn the_commands_send_nothing_to_a_socket_another_user_holds() {
+    if !root() {
+        return;
+    }
+    let mut d = Daemon::start(A100);
+    d.stop();
+    // The socket path lies in a directory every user may write to, like /tmp.
+    let sock = d.scratch("squat").join("flexd.sock");
+    let (_listener, got) = impostor(NOBODY, &sock);
+    let script = d.scratch("squat").join("job.sh");
+    std::fs::write(&script, "#!/bin/sh\necho SCRIPT-MARKER-12\n").unwrap();
+    let out = d
+        .cmd("flexsub")
+        .env("FLEX_SOCKET", &sock)
+        .env("SECRET_TOKEN", "ENV-MARKER-12")
+        .arg(&script)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("served by uid 65534"), "{err}");
+    let seen = String::from_utf8_lossy(&got.lock().unwrap()).into_owned();
+    assert!(
+        !seen.contains("MARKER-12"),
+        "the impostor received the job: {seen}"
+    );
+    // flexd, started on that path, replaces the squatter's socket and serves.
+    let mut flexd = Killed(
+        d.flexd_command(&sock)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("flexd to serve the squatted path", || {
+        if let Some(s) = flexd.0.try_wait().unwrap() {
+            panic!("flexd exited with {s}");
+        }
+        let c = UnixStream::connect(&sock).ok()?;
+        let cred =
+            nix::sys::socket::getsockopt(&c, nix::sys::socket::sockopt::PeerCredentials).ok()?;
+        (cred.uid() == 0).then_some(())
+    });
+    let out = d
+        .cmd("flexsub")
+        .env("FLEX_SOCKET", &sock)
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
