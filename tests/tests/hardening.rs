@@ -450,3 +450,61 @@ fn the_commands_send_nothing_to_a_socket_another_user_holds() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn job_names_cannot_forge_table_lines_or_drive_the_terminal() {
+    let d = Daemon::start(A100);
+    let dir = d.scratch("names");
+    let name = "x\nFORGED 99 root R\x1b[2J\u{9b}";
+    let mut spec = script_job("#!/bin/sh\ntrue\n", &dir);
+    spec.name = name.into();
+    let job = d.client().submit(spec).unwrap();
+    d.wait_finished(job);
+    let outputs = [
+        d.cmd("flexq").args(["-t", "all"]).output().unwrap(),
+        d.cmd("flexacct").output().unwrap(),
+        d.cmd("flexacct").arg("--parsable2").output().unwrap(),
+    ];
+    for out in &outputs {
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !text.chars().any(|c| c == '\x1b' || c == '\u{9b}'),
+            "a raw escape: {text:?}"
+        );
+        assert!(
+            text.lines().all(|l| !l.trim_start().starts_with("FORGED")),
+            "a forged line: {text}"
+        );
+    }
+    let queue = String::from_utf8_lossy(&outputs[0].stdout);
+    assert!(
+        queue.contains("x\\nFORGED 99 root R\\x1b[2J\\x9b"),
+        "{queue}"
+    );
+    // JSON carries the name exactly.
+    let json = d
+        .cmd("flexq")
+        .args(["-t", "all", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(
+        v.to_string()
+            .contains(&serde_json::to_string(name).unwrap()),
+        "{v}"
+    );
+
+    // A name of 1 MB is refused with the limit.
+    let mut spec = script_job("#!/bin/sh\ntrue\n", &dir);
+    spec.name = "n".repeat(1 << 20);
+    let e = d.client().submit(spec).unwrap_err().to_string();
+    assert!(
+        e.contains("the job name is 1048576 bytes, more than max_name_bytes = 256"),
+        "{e}"
+    );
+}
