@@ -35,6 +35,7 @@ fn build(path: &std::path::Path) {
             stderr: None,
             request: Request::leaves(leaves, 3600),
             account: None,
+            umask: None,
         };
         let uid = 1000 + (i % 50) as u32;
         let id = store::insert_job(

@@ -40,6 +40,7 @@ fn spec(script: String, workdir: &Path, leaves: u32) -> JobSpec {
         stderr: None,
         request: ResourceRequest::leaves(leaves, 3600),
         account: None,
+        umask: None,
     }
 }
 

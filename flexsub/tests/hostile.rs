@@ -347,6 +347,7 @@ fn a_submission() -> Request {
         stderr: None,
         request: ResourceRequest::leaves(2, 60),
         account: None,
+        umask: None,
     })
 }
 

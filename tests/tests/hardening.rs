@@ -508,3 +508,45 @@ fn job_names_cannot_forge_table_lines_or_drive_the_terminal() {
         "{e}"
     );
 }
+
+#[test]
+fn a_job_runs_with_its_submitters_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = Daemon::start(A100);
+    let dir = d.scratch("umask");
+    std::fs::write(
+        dir.join("job.sh"),
+        "#!/bin/sh\numask > mask.txt\ntouch made.txt\n",
+    )
+    .unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("umask 077 && exec \"$0\" --parsable -o out.txt job.sh")
+        .arg(flex_tests::bin("flexsub"))
+        .env("FLEX_SOCKET", d.socket())
+        .env("FLEX_CONFIG", d.config_path())
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job: u64 = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .split(';')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let v = d.wait_finished(JobId(job));
+    assert_eq!(v.state, JobState::Completed, "{v:?}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("mask.txt")).unwrap(),
+        "0077\n"
+    );
+    let mode = |p: &str| std::fs::metadata(dir.join(p)).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode("out.txt"), 0o600);
+    assert_eq!(mode("made.txt"), 0o600);
+}

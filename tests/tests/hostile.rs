@@ -122,6 +122,7 @@ fn job_spec() -> impl Strategy<Value = JobSpec> {
                 stderr: out,
                 request,
                 account,
+                umask: None,
             },
         )
 }

@@ -344,6 +344,7 @@ fn spawn_job(spec: &LaunchSpec, cg: Option<&JobCgroup>) -> Result<Child, String>
         script_fd,
         err_w,
         cgroup_procs,
+        umask: nix::sys::stat::Mode::from_bits_truncate(spec.umask & 0o777),
     };
     // SAFETY: the closure runs in the forked child of this single-threaded process; it only
     // makes system calls and formats an error message before exec.
@@ -383,6 +384,8 @@ struct ChildSetup {
     err_w: OwnedFd,
     /// The job's cgroup.procs: joined first, while still privileged.
     cgroup_procs: Option<CString>,
+    /// The submitter's umask, set before the output files are created.
+    umask: nix::sys::stat::Mode,
 }
 
 impl ChildSetup {
@@ -404,6 +407,7 @@ impl ChildSetup {
             nix::unistd::setuid(self.uid)
                 .map_err(|e| self.fail(format!("setuid {}", self.uid), e))?;
         }
+        nix::sys::stat::umask(self.umask);
         nix::unistd::chdir(self.workdir.as_c_str()).map_err(|e| {
             self.fail(
                 format!(

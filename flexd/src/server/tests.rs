@@ -70,6 +70,7 @@ fn spec(leaves: u32) -> JobSpec {
         stderr: None,
         request: ResourceRequest::leaves(leaves, 600),
         account: None,
+        umask: None,
     }
 }
 

@@ -157,6 +157,7 @@ impl NewJob {
                 stderr: None,
                 request: ResourceRequest::leaves(1, 60),
                 account: None,
+                umask: None,
             },
             uid,
             gid: uid,
@@ -301,6 +302,7 @@ pub struct LaunchRow {
     pub submit_dir: PathBuf,
     pub stdout: Option<String>,
     pub stderr: Option<String>,
+    pub umask: Option<u32>,
 }
 
 fn json<T: serde::de::DeserializeOwned>(
@@ -378,9 +380,9 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
     let mut st = tx.prepare_cached(
         "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, env_id, workdir,
             submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
-            cores_per_leaf, time_limit, priority, state, submit_time, eligible_time)
+            cores_per_leaf, time_limit, priority, state, submit_time, eligible_time, umask)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, 'PENDING', ?21, ?21)",
+            ?18, ?19, ?20, 'PENDING', ?21, ?21, ?22)",
     )?;
     st.execute(params![
         j.spec.name,
@@ -404,6 +406,7 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
         r.time_limit_s as i64,
         j.priority,
         j.submit_time as i64,
+        j.spec.umask.map(|m| m & 0o777),
     ])?;
     let id = JobId(tx.last_insert_rowid() as u64);
     event(tx, id, j.submit_time, None, JobState::Pending, None)?;
@@ -547,7 +550,7 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
     let id = job.0;
     conn.prepare_cached(
         "SELECT j.name, j.user, j.uid, j.gid, j.script, j.args, COALESCE(e.body, j.env),
-            j.workdir, j.submit_dir, j.stdout, j.stderr
+            j.workdir, j.submit_dir, j.stdout, j.stderr, j.umask
          FROM jobs j LEFT JOIN envs e ON e.id = j.env_id WHERE j.id = ?1",
     )?
     .query_row([id as i64], |r| {
@@ -563,11 +566,12 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
             r.get::<_, String>(8)?,
             r.get::<_, Option<String>>(9)?,
             r.get::<_, Option<String>>(10)?,
+            r.get::<_, Option<u32>>(11)?,
         ))
     })
     .optional()?
     .map(
-        |(name, user, uid, gid, script, args, env, workdir, submit_dir, stdout, stderr)| {
+        |(name, user, uid, gid, script, args, env, workdir, submit_dir, stdout, stderr, umask)| {
             Ok(LaunchRow {
                 name,
                 user,
@@ -580,6 +584,7 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
                 submit_dir: submit_dir.into(),
                 stdout,
                 stderr,
+                umask,
             })
         },
     )

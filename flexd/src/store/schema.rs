@@ -5,10 +5,11 @@
 use rusqlite::{Connection, Transaction};
 
 /// The version this build writes.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// Migration `i` brings a database at version `i` to `i + 1`.
-const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] = [v1, v2, v3, v4];
+const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] =
+    [v1, v2, v3, v4, v5];
 
 /// Why a database cannot be brought up to date.
 #[derive(Debug, thiserror::Error)]
@@ -159,4 +160,10 @@ fn v4(tx: &Transaction) -> rusqlite::Result<()> {
         CREATE INDEX envs_hash ON envs(hash);
         ALTER TABLE jobs ADD COLUMN env_id INTEGER REFERENCES envs(id);",
     )
+}
+
+/// The submitter's umask, which the job runs with (NULL for jobs submitted before, or by
+/// clients that do not send one: they run with 022).
+fn v5(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch("ALTER TABLE jobs ADD COLUMN umask INTEGER;")
 }

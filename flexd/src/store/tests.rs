@@ -16,6 +16,7 @@ fn spec(name: &str) -> JobSpec {
         stderr: None,
         request: ResourceRequest::leaves(2, 600),
         account: Some("proj".into()),
+        umask: None,
     }
 }
 

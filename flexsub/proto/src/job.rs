@@ -26,6 +26,10 @@ pub struct JobSpec {
     pub stderr: Option<String>,
     pub request: ResourceRequest,
     pub account: Option<String>,
+    /// The submitter's umask, which the job runs with (as Slurm carries it). Frames of
+    /// protocol version 2 have none: the job then runs with 022.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umask: Option<u32>,
 }
 
 /// A job's environment: `[name, value]` pairs, kept as their JSON text. It is most of a

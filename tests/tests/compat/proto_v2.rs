@@ -89,6 +89,7 @@ fn spec() -> JobSpec {
             placement: None,
         },
         account: Some("vision".into()),
+        umask: None,
     }
 }
 
@@ -237,6 +238,7 @@ pub fn samples() -> Vec<Msg> {
         Msg::Request(Request::TestOnly(JobSpec {
             request: fraction(),
             account: None,
+            umask: None,
             stdout: None,
             stderr: None,
             ..spec()
