@@ -31,6 +31,8 @@ pub struct Limits {
     pub frame_timeout: Duration,
     /// Longest job name flexd accepts, in bytes.
     pub max_name_bytes: u32,
+    /// Bytes of request frames still arriving that flexd holds for all connections together.
+    pub max_buffered_bytes: u64,
 }
 
 /// Everything flexd is configured with (paths as written; [`crate::paths::Paths`] resolves
@@ -191,6 +193,7 @@ impl Settings {
                 idle_timeout: src.duration("limits.idle_timeout", secs(86400))?,
                 frame_timeout: src.duration("limits.frame_timeout", secs(3600))?,
                 max_name_bytes: src.int("limits.max_name_bytes", 1, 65536)? as u32,
+                max_buffered_bytes: src.size("limits.max_buffered_bytes", 16 << 30)?,
             },
         };
         for (key, p) in [

@@ -550,3 +550,61 @@ fn a_job_runs_with_its_submitters_umask() {
     assert_eq!(mode("out.txt"), 0o600);
     assert_eq!(mode("made.txt"), 0o600);
 }
+
+/// A process's peak resident size in bytes (VmHWM).
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status");
+    kb * 1024
+}
+
+#[test]
+fn slow_clients_cannot_grow_flexds_memory_without_bound() {
+    use std::io::Write;
+    let d = Daemon::start_with(A100, "[limits]\nmax_buffered_bytes = \"32 MiB\"");
+    // 40 clients each send a 16 MiB frame but its last byte.
+    let size: u32 = (16 << 20) - 64;
+    let clients: Vec<_> = (0..40)
+        .map(|_| {
+            let socket = d.socket();
+            std::thread::spawn(move || {
+                let mut s = UnixStream::connect(socket).unwrap();
+                let hello = Hello {
+                    version: PROTOCOL_VERSION,
+                    client: "slow".into(),
+                };
+                proto::write_frame(&mut s, &hello).unwrap();
+                let _: Response = proto::read_frame(&mut s, 1 << 20).unwrap();
+                let mut frame = size.to_be_bytes().to_vec();
+                frame.resize(4 + size as usize - 1, b' ');
+                let sent = s.write_all(&frame).is_ok();
+                (s, sent)
+            })
+        })
+        .collect();
+    let clients: Vec<(UnixStream, bool)> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let held = clients.iter().filter(|(_, sent)| *sent).count();
+    let peak = peak_rss(d.pid());
+    eprintln!("flexd's peak resident size: {} MiB", peak >> 20);
+    assert!(held <= 2, "{held} frames of 16 MiB held within 32 MiB");
+    for (mut s, sent) in clients {
+        if !sent {
+            s.set_read_timeout(Some(flex_tests::WAIT)).unwrap();
+            let r: Response = proto::read_frame(&mut s, 1 << 20).unwrap();
+            let Response::Error(e) = r else {
+                panic!("{r:?}")
+            };
+            assert!(
+                e.message.contains("max_buffered_bytes = 33554432"),
+                "{}",
+                e.message
+            );
+        }
+    }
+    assert!(peak < 160 << 20, "flexd peaked at {} MiB", peak >> 20);
+    assert!(d.client().request(&flex_proto::Request::Ping).is_ok());
+}

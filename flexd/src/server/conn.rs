@@ -43,11 +43,13 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: UnixStream, _open: super:
             max_frame: shared.max_frame.load(Ordering::Relaxed),
             idle: l.idle_timeout,
             frame: l.frame_timeout,
+            buffered: shared.buffered.clone(),
+            max_buffered: shared.max_buffered,
         }
     };
     let hello: Hello = match read(&mut rd, &mut buf, max()).await {
         Ok(h) => h,
-        Err(FrameError::Closed) => return,
+        Err(ReadError::Frame(FrameError::Closed)) => return,
         Err(e) => {
             refuse(&mut rd, &mut wr, &buf, &e).await;
             return;
@@ -80,7 +82,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: UnixStream, _open: super:
     loop {
         let req: Request = match read(&mut rd, &mut buf, max()).await {
             Ok(r) => r,
-            Err(FrameError::Closed) => return,
+            Err(ReadError::Frame(FrameError::Closed)) => return,
             Err(e) => {
                 refuse(&mut rd, &mut wr, &buf, &e).await;
                 return;
@@ -125,10 +127,10 @@ async fn refuse(
     rd: &mut tokio::net::unix::OwnedReadHalf,
     wr: &mut tokio::net::unix::OwnedWriteHalf,
     buf: &[u8],
-    e: &FrameError,
+    e: &ReadError,
 ) {
     let _ = write(wr, &bad_frame(e)).await;
-    if let FrameError::TooLarge { size, .. } = e {
+    if let ReadError::Frame(FrameError::TooLarge { size, .. }) = e {
         let mut left = (size + 4).saturating_sub(buf.len());
         let mut scratch = vec![0u8; 64 << 10];
         let _ = tokio::time::timeout(Duration::from_secs(10), async {
@@ -143,13 +145,42 @@ async fn refuse(
     }
 }
 
-fn bad_frame(e: &FrameError) -> Response {
+fn bad_frame(e: &ReadError) -> Response {
     match e {
-        FrameError::TooLarge { size, max } => Response::error(
+        ReadError::Frame(FrameError::TooLarge { size, max }) => Response::error(
             ErrorKind::LimitExceeded,
             format!("the request is {size} bytes, more than max_frame_bytes = {max}"),
         ),
-        _ => Response::error(ErrorKind::InvalidRequest, e.to_string()),
+        ReadError::Frame(e) => Response::error(ErrorKind::InvalidRequest, e.to_string()),
+        ReadError::Busy { size, max } => Response::error(
+            ErrorKind::LimitExceeded,
+            format!(
+                "flexd cannot hold the request of {size} bytes now: requests still arriving \
+                 take max_buffered_bytes = {max}; try again"
+            ),
+        ),
+    }
+}
+
+/// Why a frame was not read.
+enum ReadError {
+    Frame(FrameError),
+    /// The budget for bytes of unfinished frames is spent.
+    Busy {
+        size: usize,
+        max: usize,
+    },
+}
+
+impl From<FrameError> for ReadError {
+    fn from(e: FrameError) -> Self {
+        ReadError::Frame(e)
+    }
+}
+
+impl From<std::io::Error> for ReadError {
+    fn from(e: std::io::Error) -> Self {
+        ReadError::Frame(e.into())
     }
 }
 
@@ -158,19 +189,41 @@ struct Budget {
     max_frame: usize,
     idle: Duration,
     frame: Duration,
+    /// Bytes of unfinished frames all connections may hold, as permits.
+    buffered: Arc<tokio::sync::Semaphore>,
+    max_buffered: usize,
 }
 
 async fn read<T: serde::de::DeserializeOwned>(
     rd: &mut tokio::net::unix::OwnedReadHalf,
     buf: &mut Vec<u8>,
     max: Budget,
-) -> Result<T, FrameError> {
+) -> Result<T, ReadError> {
     let idle_until = tokio::time::Instant::now() + max.idle;
     let mut frame_until = None;
+    // This frame's share of the buffering budget, held until it is read whole.
+    let mut held: Option<tokio::sync::OwnedSemaphorePermit> = None;
     loop {
         if let Some((msg, used)) = proto::decode(buf, max.max_frame)? {
             buf.drain(..used);
+            if buf.capacity() > 64 << 10 {
+                buf.shrink_to(8192);
+            }
             return Ok(msg);
+        }
+        if held.is_none() && buf.len() >= 4 {
+            let size = u32::from_be_bytes(buf[..4].try_into().expect("4 bytes")) as usize + 4;
+            let permit = u32::try_from(size)
+                .ok()
+                .and_then(|n| max.buffered.clone().try_acquire_many_owned(n).ok());
+            let Some(p) = permit else {
+                return Err(ReadError::Busy {
+                    size,
+                    max: max.max_buffered,
+                });
+            };
+            held = Some(p);
+            buf.reserve_exact(size.saturating_sub(buf.len()));
         }
         if !buf.is_empty() && frame_until.is_none() {
             frame_until = Some(tokio::time::Instant::now() + max.frame);
@@ -183,14 +236,16 @@ async fn read<T: serde::de::DeserializeOwned>(
                     "the request did not arrive whole within frame_timeout = {}",
                     humantime::format_duration(max.frame)
                 )),
-            });
+            }
+            .into());
         };
         if got? == 0 {
             return Err(if buf.is_empty() {
                 FrameError::Closed
             } else {
                 FrameError::Malformed("connection closed inside a frame".into())
-            });
+            }
+            .into());
         }
     }
 }

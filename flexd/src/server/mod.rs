@@ -63,6 +63,10 @@ pub(crate) struct Shared {
     open_conns: AtomicUsize,
     /// Descriptors connections may use: the open-file limit less those open at start.
     pub fd_budget: AtomicUsize,
+    /// Bytes of frames still arriving that all connections together may hold
+    /// (`max_buffered_bytes`, read at start), as permits.
+    pub buffered: std::sync::Arc<tokio::sync::Semaphore>,
+    pub max_buffered: usize,
 }
 
 /// A connection's place in the budgets; given back on drop.
@@ -107,6 +111,7 @@ impl Shared {
         db: PathBuf,
     ) -> Shared {
         let max = core.settings.limits.max_frame_bytes as usize;
+        let max_buffered = core.settings.limits.max_buffered_bytes as usize;
         Shared {
             core: Mutex::new(core),
             writer,
@@ -121,6 +126,8 @@ impl Shared {
             conns: Mutex::new(HashMap::new()),
             open_conns: AtomicUsize::new(0),
             fd_budget: AtomicUsize::new(usize::MAX),
+            buffered: std::sync::Arc::new(tokio::sync::Semaphore::new(max_buffered)),
+            max_buffered,
         }
     }
 
