@@ -163,7 +163,8 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
         make_private(dir)?;
     }
     let now = unix_now();
-    let rows = store::load_jobs(&conn, now.saturating_sub(settings.keep_finished.as_secs()))?;
+    let rows = store::load_jobs(&conn, now.saturating_sub(settings.keep_finished.as_secs()))
+        .map_err(|e| e.in_file(&paths.db))?;
     let (writer, _writer_thread) = Writer::spawn(conn);
     let mut state = State::new(
         cluster,

@@ -608,3 +608,57 @@ fn slow_clients_cannot_grow_flexds_memory_without_bound() {
     assert!(peak < 160 << 20, "flexd peaked at {} MiB", peak >> 20);
     assert!(d.client().request(&flex_proto::Request::Ping).is_ok());
 }
+
+#[test]
+fn an_accounting_period_past_the_largest_stored_time_is_refused() {
+    let d = Daemon::start(A100);
+    let q = flex_proto::AcctQuery {
+        start: 0,
+        end: u64::MAX,
+        users: vec![],
+        accounts: vec![],
+        states: vec![],
+        jobs: vec![],
+        after: None,
+    };
+    let e = d
+        .client()
+        .call(&flex_proto::Request::Accounting(q))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("InvalidRequest")
+            && e.contains("past the largest time flexd stores (9223372036854775807)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_malformed_database_is_named() {
+    let mut d = Daemon::start(A100);
+    let dir = d.scratch("w");
+    for _ in 0..20 {
+        d.client()
+            .submit(script_job("#!/bin/sh\ntrue\n", &dir))
+            .unwrap();
+    }
+    d.stop();
+    // Everything into the database file, then keep its header and schema (page 1) and garble
+    // every other page.
+    let db = d.db_path();
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    let len = std::fs::metadata(&db).unwrap().len() as usize;
+    assert!(len > 4096, "the jobs live beyond the first page");
+    let mut bytes = std::fs::read(&db).unwrap();
+    bytes[4096..].fill(0xa5);
+    std::fs::write(&db, bytes).unwrap();
+    let (code, text) = refused_start(&d, &d.scratch("m").join("flexd.sock"));
+    assert_eq!(code, Some(5), "{text}");
+    assert!(
+        text.contains(&format!("database {}:", db.display())) && text.contains("malformed"),
+        "{text}"
+    );
+}

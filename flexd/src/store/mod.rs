@@ -38,12 +38,37 @@ pub enum StoreError {
     NotFlex { path: PathBuf, why: String },
     #[error("database: {0}")]
     Sql(#[from] rusqlite::Error),
+    #[error("database {path}: {source}")]
+    InFile {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
     #[error("database: job {job}: column {column} holds bad JSON: {message}")]
     Json {
         job: u64,
         column: &'static str,
         message: String,
     },
+}
+
+impl StoreError {
+    /// Name the database file in an SQL error ("database disk image is malformed" must say
+    /// which file).
+    pub(crate) fn in_file(self, path: impl Into<PathBuf>) -> StoreError {
+        match self {
+            StoreError::Sql(source) => StoreError::InFile {
+                path: path.into(),
+                source,
+            },
+            e => e,
+        }
+    }
+
+    /// [`StoreError::in_file`] with the file `conn` has open.
+    pub(crate) fn in_db(self, conn: &Connection) -> StoreError {
+        let path = conn.path().unwrap_or("(in memory)").to_string();
+        self.in_file(path)
+    }
 }
 
 /// Open (creating and migrating) the database for writing.
