@@ -99,7 +99,8 @@ pub fn open(path: &Path) -> Result<Connection, StoreError> {
                 |r| r.get(0),
             )
             .map_err(open_err)?;
-        if version == 0 || !has_jobs {
+        // A newer flexd's database is reported as such by the migration below.
+        if version == 0 || (!has_jobs && version <= schema::VERSION) {
             return Err(StoreError::NotFlex {
                 path: path.to_path_buf(),
                 why: "is not a Flex database (no schema version or no jobs table)".into(),
