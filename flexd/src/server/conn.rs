@@ -38,7 +38,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: UnixStream, _open: super:
     };
     let mut buf = Vec::with_capacity(8192);
     let max = || {
-        let l = shared.settings().limits;
+        let l = shared.limits();
         Budget {
             max_frame: shared.max_frame.load(Ordering::Relaxed),
             idle: l.idle_timeout,

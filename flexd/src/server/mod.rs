@@ -134,7 +134,7 @@ impl Shared {
     /// Count a new connection in the total, unless it would eat into `reserved_fds`: then
     /// Err with why (the caller closes it at once).
     pub(crate) fn open_conn(self: &std::sync::Arc<Self>) -> Result<OpenConn, String> {
-        let reserved = self.lock().settings.limits.reserved_fds as usize;
+        let reserved = self.limits().reserved_fds as usize;
         let max = self
             .fd_budget
             .load(Ordering::Relaxed)
@@ -152,7 +152,7 @@ impl Shared {
 
     /// Take a place for a connection of `uid`, or say why it has none.
     pub(crate) fn conn_slot(&self, uid: u32, user: &str) -> Result<ConnSlot<'_>, String> {
-        let max = self.lock().settings.limits.max_connections_per_user;
+        let max = self.limits().max_connections_per_user;
         let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
         let n = conns.entry(uid).or_insert(0);
         if *n >= max {
@@ -255,6 +255,11 @@ impl Shared {
 
     pub(crate) fn settings(&self) -> Settings {
         self.lock().settings.clone()
+    }
+
+    /// The current limits (without copying the rest of the settings).
+    pub(crate) fn limits(&self) -> crate::config::Limits {
+        self.lock().settings.limits.clone()
     }
 
     fn user_name(&self, uid: u32) -> String {
