@@ -36,6 +36,7 @@ fn build(path: &std::path::Path) {
             request: Request::leaves(leaves, 3600),
             account: None,
             queue: Default::default(),
+            umask: None,
         };
         let uid = 1000 + (i % 50) as u32;
         let id = store::insert_job(

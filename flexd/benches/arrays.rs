@@ -36,6 +36,7 @@ fn spec(workdir: &Path, leaves: u32, array: Option<&str>) -> JobSpec {
             array: array.map(|a| ArraySpec::parse(a).unwrap()),
             ..QueueOptions::default()
         }),
+        umask: None,
     }
 }
 

@@ -41,6 +41,7 @@ fn spec(script: String, workdir: &Path, leaves: u32) -> JobSpec {
         request: ResourceRequest::leaves(leaves, 3600),
         account: None,
         queue: Default::default(),
+        umask: None,
     }
 }
 

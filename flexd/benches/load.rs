@@ -79,6 +79,7 @@ fn spec(workdir: &Path, name: &str, leaves: u32, script: &str) -> JobSpec {
         request: ResourceRequest::leaves(leaves, 3600),
         account: None,
         queue: Default::default(),
+        umask: None,
     }
 }
 

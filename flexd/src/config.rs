@@ -22,6 +22,18 @@ pub struct Limits {
     pub max_queued_per_user: u32,
     pub max_frame_bytes: u64,
     pub max_array_size: u32,
+    /// Connections one uid may hold open at once.
+    pub max_connections_per_user: u32,
+    /// File descriptors kept free of connections (for supervisors, the store, the launcher).
+    pub reserved_fds: u32,
+    /// A connection that sends nothing this long is closed.
+    pub idle_timeout: Duration,
+    /// A frame must arrive whole within this long of its first byte.
+    pub frame_timeout: Duration,
+    /// Longest job name flexd accepts, in bytes.
+    pub max_name_bytes: u32,
+    /// Bytes of request frames still arriving that flexd holds for all connections together.
+    pub max_buffered_bytes: u64,
 }
 
 /// Everything flexd is configured with (paths as written; [`crate::paths::Paths`] resolves
@@ -191,6 +203,16 @@ impl Settings {
                 max_queued_per_user: src.int("limits.max_queued_per_user", 1, 10_000_000)? as u32,
                 max_frame_bytes: src.size("limits.max_frame_bytes", 1 << 30)?,
                 max_array_size: src.int("limits.max_array_size", 1, 1_000_000)? as u32,
+                max_connections_per_user: src.int(
+                    "limits.max_connections_per_user",
+                    1,
+                    1_000_000,
+                )? as u32,
+                reserved_fds: src.int("limits.reserved_fds", 16, 1_000_000)? as u32,
+                idle_timeout: src.duration("limits.idle_timeout", secs(86400))?,
+                frame_timeout: src.duration("limits.frame_timeout", secs(3600))?,
+                max_name_bytes: src.int("limits.max_name_bytes", 1, 65536)? as u32,
+                max_buffered_bytes: src.size("limits.max_buffered_bytes", 16 << 30)?,
             },
         };
         for (key, p) in [

@@ -348,6 +348,7 @@ fn a_submission() -> Request {
         request: ResourceRequest::leaves(2, 60),
         account: None,
         queue: Default::default(),
+        umask: None,
     })
 }
 

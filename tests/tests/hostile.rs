@@ -123,6 +123,7 @@ fn job_spec() -> impl Strategy<Value = JobSpec> {
                 request,
                 account,
                 queue: Default::default(),
+                umask: None,
             },
         )
 }

@@ -125,6 +125,7 @@ impl Launcher {
             time_limit_s: l.time_limit_s,
             kill_grace_ms: l.kill_grace.as_millis() as u64,
             socket: self.socket.clone(),
+            umask: row.umask.unwrap_or(0o022) & 0o777,
         };
         let pid = self.start_supervisor(&spec)?;
         tracing::info!("job {}: started, supervisor pid {pid}", l.job);

@@ -44,6 +44,13 @@ pub(crate) struct LaunchSpec {
     pub kill_grace_ms: u64,
     /// flexd's socket, to say the job ended.
     pub socket: PathBuf,
+    /// The umask the job runs with (the submitter's; 022 when the submission had none).
+    #[serde(default = "default_umask")]
+    pub umask: u32,
+}
+
+fn default_umask() -> u32 {
+    0o022
 }
 
 /// Expand `%j` (job id), `%x` (job name), `%u` (user), `%A` (array job id; the job id outside

@@ -16,7 +16,7 @@
 //! It must stay single-threaded until the job is spawned: it forks.
 
 use super::cgroup::{self, JobCgroup};
-use super::files::{write_atomic, RunFile, StatusFile};
+use super::files::{self, write_atomic, RunFile, StatusFile};
 use super::{interpreter, LaunchSpec};
 use crate::paths::{run_file, status_file};
 use flex_proto::{self as proto, Hello, JobState, Request, Response};
@@ -136,6 +136,9 @@ fn write_run(run_dir: &Path, spec: &LaunchSpec, pgid: Option<i32>, cg: Option<&J
         job_pgid: pgid,
         uid: spec.uid,
         cgroup: cg.map(|c| c.path.clone()),
+        supervisor_start: files::start_time(std::process::id()).ok().flatten(),
+        job_start: pgid.and_then(|p| files::start_time(p as u32).ok().flatten()),
+        boot_id: files::boot_id(),
     };
     let body = serde_json::to_vec(&run).expect("run file serializes");
     let _ = write_atomic(&run_file(run_dir, JobId(spec.job)), &body, false);
@@ -341,6 +344,7 @@ fn spawn_job(spec: &LaunchSpec, cg: Option<&JobCgroup>) -> Result<Child, String>
         script_fd,
         err_w,
         cgroup_procs,
+        umask: nix::sys::stat::Mode::from_bits_truncate(spec.umask & 0o777),
     };
     // SAFETY: the closure runs in the forked child of this single-threaded process; it only
     // makes system calls and formats an error message before exec.
@@ -380,6 +384,8 @@ struct ChildSetup {
     err_w: OwnedFd,
     /// The job's cgroup.procs: joined first, while still privileged.
     cgroup_procs: Option<CString>,
+    /// The submitter's umask, set before the output files are created.
+    umask: nix::sys::stat::Mode,
 }
 
 impl ChildSetup {
@@ -401,6 +407,7 @@ impl ChildSetup {
             nix::unistd::setuid(self.uid)
                 .map_err(|e| self.fail(format!("setuid {}", self.uid), e))?;
         }
+        nix::sys::stat::umask(self.umask);
         nix::unistd::chdir(self.workdir.as_c_str()).map_err(|e| {
             self.fail(
                 format!(

@@ -71,6 +71,7 @@ fn spec(leaves: u32) -> JobSpec {
         request: ResourceRequest::leaves(leaves, 600),
         account: None,
         queue: Default::default(),
+        umask: None,
     }
 }
 

@@ -59,6 +59,7 @@ fn spec(leaves: u32, queue: QueueOptions) -> JobSpec {
         request: ResourceRequest::leaves(leaves, 600),
         account: None,
         queue: Box::new(queue),
+        umask: None,
     }
 }
 

@@ -33,10 +33,20 @@ pub enum StoreError {
         path: PathBuf,
         source: schema::MigrateError,
     },
+    #[error(
+        "database {path} {why}; refusing to start on it (move it away to start with a new \
+         database, or restore it from a backup)"
+    )]
+    NotFlex { path: PathBuf, why: String },
     #[error("database: {0}")]
     Sql(#[from] rusqlite::Error),
     #[error("database: array {array}: task {task} got id {got}, not the next one")]
     ArrayIds { array: u64, task: u32, got: u64 },
+    #[error("database {path}: {source}")]
+    InFile {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
     #[error("database: job {job}: column {column} holds bad JSON: {message}")]
     Json {
         job: u64,
@@ -45,13 +55,62 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Name the database file in an SQL error ("database disk image is malformed" must say
+    /// which file).
+    pub(crate) fn in_file(self, path: impl Into<PathBuf>) -> StoreError {
+        match self {
+            StoreError::Sql(source) => StoreError::InFile {
+                path: path.into(),
+                source,
+            },
+            e => e,
+        }
+    }
+
+    /// [`StoreError::in_file`] with the file `conn` has open.
+    pub(crate) fn in_db(self, conn: &Connection) -> StoreError {
+        let path = conn.path().unwrap_or("(in memory)").to_string();
+        self.in_file(path)
+    }
+}
+
 /// Open (creating and migrating) the database for writing.
 pub fn open(path: &Path) -> Result<Connection, StoreError> {
     let open_err = |source| StoreError::Open {
         path: path.to_path_buf(),
         source,
     };
+    let existed = match std::fs::metadata(path) {
+        Ok(m) if m.len() == 0 => {
+            return Err(StoreError::NotFlex {
+                path: path.to_path_buf(),
+                why: "is empty (0 bytes)".into(),
+            })
+        }
+        Ok(_) => true,
+        Err(_) => false,
+    };
     let mut conn = Connection::open(path).map_err(open_err)?;
+    if existed {
+        let version: u32 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(open_err)?;
+        let has_jobs: bool = conn
+            .query_row(
+                "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(open_err)?;
+        // A newer flexd's database is reported as such by the migration below.
+        if version == 0 || (!has_jobs && version <= schema::VERSION) {
+            return Err(StoreError::NotFlex {
+                path: path.to_path_buf(),
+                why: "is not a Flex database (no schema version or no jobs table)".into(),
+            });
+        }
+    }
     conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))
         .map_err(open_err)?;
     conn.execute_batch(
@@ -129,6 +188,7 @@ impl NewJob {
                 request: ResourceRequest::leaves(1, 60),
                 account: None,
                 queue: Default::default(),
+                umask: None,
             },
             uid,
             gid: uid,
@@ -277,6 +337,7 @@ pub struct LaunchRow {
     pub stderr: Option<String>,
     /// The array it is a task of, its index, and the `--array` it came from.
     pub array: Option<(flex_proto::ArrayTask, flex_proto::ArraySpec)>,
+    pub umask: Option<u32>,
 }
 
 fn json<T: serde::de::DeserializeOwned>(
@@ -358,9 +419,9 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
         "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, env_id, workdir,
             submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
             cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
-            array_task, array_spec, dependency, hold, requeue)
+            array_task, array_spec, dependency, hold, requeue, umask)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, 'PENDING', ?21, ?21, ?22, ?23, ?24, ?25, ?26)",
+            ?18, ?19, ?20, 'PENDING', ?21, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
     )?;
     st.execute(params![
         j.spec.name,
@@ -393,6 +454,7 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
             .map(|d| serde_json::to_string(d).expect("dependencies serialize")),
         Hold::submitted(q.hold).code(),
         q.requeue.unwrap_or(true),
+        j.spec.umask.map(|m| m & 0o777),
     ])?;
     let id = JobId(tx.last_insert_rowid() as u64);
     event(tx, id, j.submit_time, None, JobState::Pending, None)?;
@@ -541,7 +603,8 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
     let id = job.0;
     conn.prepare_cached(
         "SELECT j.name, j.user, j.uid, j.gid, j.script, j.args, COALESCE(e.body, j.env),
-            j.workdir, j.submit_dir, j.stdout, j.stderr, j.array_job, j.array_task, j.array_spec
+            j.workdir, j.submit_dir, j.stdout, j.stderr, j.array_job, j.array_task, j.array_spec,
+            j.umask
          FROM jobs j LEFT JOIN envs e ON e.id = j.env_id WHERE j.id = ?1",
     )?
     .query_row([id as i64], |r| {
@@ -562,11 +625,26 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
                 r.get::<_, Option<u32>>(12)?,
                 r.get::<_, Option<String>>(13)?,
             ),
+            r.get::<_, Option<u32>>(14)?,
         ))
     })
     .optional()?
     .map(
-        |(name, user, uid, gid, script, args, env, workdir, submit_dir, stdout, stderr, a)| {
+        |(
+            name,
+            user,
+            uid,
+            gid,
+            script,
+            args,
+            env,
+            workdir,
+            submit_dir,
+            stdout,
+            stderr,
+            a,
+            umask,
+        )| {
             let array = match a {
                 (Some(job), Some(index), Some(spec)) => Some((
                     flex_proto::ArrayTask {
@@ -590,6 +668,7 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
                 stdout,
                 stderr,
                 array,
+                umask,
             })
         },
     )

@@ -5,11 +5,11 @@
 use rusqlite::{Connection, Transaction};
 
 /// The version this build writes.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 
 /// Migration `i` brings a database at version `i` to `i + 1`.
 const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] =
-    [v1, v2, v3, v4, v5];
+    [v1, v2, v3, v4, v5, v6];
 
 /// Why a database cannot be brought up to date.
 #[derive(Debug, thiserror::Error)]
@@ -194,4 +194,10 @@ fn v5(tx: &Transaction) -> rusqlite::Result<()> {
             PRIMARY KEY (job, run)
         ) WITHOUT ROWID;",
     )
+}
+
+/// The submitter's umask, which the job runs with (NULL for jobs submitted before, or by
+/// clients that do not send one: they run with 022).
+fn v6(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch("ALTER TABLE jobs ADD COLUMN umask INTEGER;")
 }

@@ -17,6 +17,7 @@ fn spec(name: &str) -> JobSpec {
         request: ResourceRequest::leaves(2, 600),
         account: Some("proj".into()),
         queue: Default::default(),
+        umask: None,
     }
 }
 

@@ -161,7 +161,8 @@ fn commit(conn: &mut Connection, envs: &mut Envs, batch: &mut Vec<Msg>) {
             .collect::<Result<Vec<_>, _>>()?;
         tx.commit()?;
         Ok(ids)
-    })();
+    })()
+    .map_err(|e| e.in_db(conn));
     match together {
         Ok(ids) => {
             tracing::trace!("committed {n} changes in one transaction");
@@ -178,7 +179,8 @@ fn commit(conn: &mut Connection, envs: &mut Envs, batch: &mut Vec<Msg>) {
                     let id = apply(&tx, envs, &m.op)?;
                     tx.commit()?;
                     Ok(id)
-                })();
+                })()
+                .map_err(|e| e.in_db(conn));
                 if let Err(e) = &one {
                     envs.forget();
                     tracing::error!("database change {:?} failed: {e}", op_name(&m.op));

@@ -61,6 +61,28 @@ pub fn socket_path(get: impl Fn(&str) -> Option<String>) -> Result<PathBuf, Conf
     Ok(default_socket())
 }
 
+/// The `flexd_user` of the configuration [`socket_path`] reads ("" when none is set): the
+/// user besides root whose flexd the commands talk to.
+pub fn flexd_user(get: impl Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
+    let mut user = String::new();
+    let texts = [(PathBuf::from("etc/flexd.toml"), DEFAULT_CONFIG.to_string())]
+        .into_iter()
+        .chain(config_file(&get)?);
+    for (path, text) in texts {
+        match parse_table(&text, &path)?.get("flexd_user") {
+            None => {}
+            Some(toml::Value::String(s)) => user = s.clone(),
+            Some(v) => {
+                return Err(ConfigError(format!(
+                    "{}: flexd_user = {v} must be a user name",
+                    path.display()
+                )))
+            }
+        }
+    }
+    Ok(user)
+}
+
 /// flexd's configuration file as the commands find it: `FLEX_CONFIG`, else
 /// /etc/flex/flexd.toml when that exists. Its path and text.
 fn config_file(

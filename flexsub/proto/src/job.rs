@@ -31,6 +31,10 @@ pub struct JobSpec {
     /// first protocol-v2 frames).
     #[serde(default, skip_serializing_if = "QueueOptions::is_plain")]
     pub queue: Box<QueueOptions>,
+    /// The submitter's umask, which the job runs with (as Slurm carries it). Frames of
+    /// protocol version 2 have none: the job then runs with 022.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umask: Option<u32>,
 }
 
 pub(crate) fn is_zero(n: &u32) -> bool {

@@ -312,6 +312,7 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
         request,
         account: s.account.clone(),
         queue: Box::new(s.queue.clone()),
+        umask: Some(submit_umask()),
     };
     Ok(Built {
         spec,
@@ -417,4 +418,17 @@ pub fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// This process's umask, from /proc (reading it through umask(2) would set it meanwhile);
+/// 022 where /proc does not say.
+fn submit_umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
 }

@@ -92,6 +92,7 @@ fn spec() -> JobSpec {
         },
         account: Some("vision".into()),
         queue: Default::default(),
+        umask: None,
     }
 }
 
@@ -250,6 +251,7 @@ pub fn samples() -> Vec<Msg> {
         Msg::Request(Request::TestOnly(JobSpec {
             request: fraction(),
             account: None,
+            umask: None,
             stdout: None,
             stderr: None,
             ..spec()

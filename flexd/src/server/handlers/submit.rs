@@ -108,6 +108,21 @@ pub(crate) fn validate(
     if spec.name.is_empty() {
         spec.name = "job".into();
     }
+    let max_name = s.limits.max_name_bytes as usize;
+    for (what, text) in [
+        ("job name", Some(&spec.name)),
+        ("account", spec.account.as_ref()),
+    ] {
+        if let Some(t) = text.filter(|t| t.len() > max_name) {
+            return Err(err(
+                ErrorKind::LimitExceeded,
+                format!(
+                    "the {what} is {} bytes, more than max_name_bytes = {max_name}",
+                    t.len()
+                ),
+            ));
+        }
+    }
     let r = &mut spec.request;
     if r.time_limit_s == 0 {
         r.time_limit_s = s.default_time_limit.as_secs().max(1);

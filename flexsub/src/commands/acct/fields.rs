@@ -4,6 +4,7 @@
 use crate::error::Error;
 use crate::usage;
 use crate::when;
+use flex_proto::text::escape_controls;
 use flex_proto::AcctRecord;
 use gres_plugin::topology::format_cpu_list;
 use jiff::tz::TimeZone;
@@ -298,7 +299,11 @@ pub fn render(
 ) -> Result<String, Error> {
     let rows: Vec<Vec<String>> = recs
         .iter()
-        .map(|r| cols.iter().map(|c| (c.field.value)(r, ctx)).collect())
+        .map(|r| {
+            cols.iter()
+                .map(|c| escape_controls(&(c.field.value)(r, ctx)).into_owned())
+                .collect()
+        })
         .collect();
     let names = cols.iter().map(|c| c.field.name.to_string());
     match style {
