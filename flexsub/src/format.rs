@@ -8,6 +8,7 @@
 
 use crate::units::push_duration;
 use crate::when;
+use flex_proto::text::escape_controls;
 use flex_proto::{JobState, JobView};
 use jiff::tz::TimeZone;
 
@@ -200,10 +201,11 @@ impl Format {
             match p {
                 Piece::Text(t) => s.push_str(t),
                 Piece::Column(c) => {
-                    let v = printable(&cell(c.field));
+                    let cell = cell(c.field);
+                    let v = escape_controls(&cell);
                     let v: String = match c.width {
                         Some(w) => v.chars().take(w).collect(),
-                        None => v,
+                        None => v.into_owned(),
                     };
                     let pad = c.width.unwrap_or(0).saturating_sub(v.chars().count());
                     if c.right {
@@ -219,23 +221,6 @@ impl Format {
         }
         s.trim_end().to_string()
     }
-}
-
-/// Control characters (a newline, a terminal escape) shown as `\n`, `\u{1b}`: a job's name
-/// never forges a line or moves the cursor.
-fn printable(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
-        return s.to_string();
-    }
-    s.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
 }
 
 fn duration(secs: u64) -> String {
