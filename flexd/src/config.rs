@@ -50,6 +50,8 @@ pub struct Settings {
     pub default_cpus_per_leaf: u32,
     pub nccl: NcclMode,
     pub slurm_aliases: bool,
+    /// Whether bash job scripts get an `srun` that runs flexrun (see [`SrunInJobs`]).
+    pub srun_in_jobs: SrunInJobs,
     pub placement: Strategy,
     pub round_up_fractions: bool,
     pub keep_finished: Duration,
@@ -58,6 +60,28 @@ pub struct Settings {
     /// Where to serve Prometheus metrics (None: nowhere).
     pub metrics_listen: Option<SocketAddr>,
     pub limits: Limits,
+}
+
+/// `srun_in_jobs`: whether a bash job script's `srun` runs flexrun's Slurm personality.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SrunInJobs {
+    /// Where no Slurm `srun` is installed (the host's PATH and /usr/bin, /usr/local/bin).
+    Auto,
+    /// Always: a host with Slurm installed whose jobs still run under Flex.
+    Flexrun,
+    /// Never.
+    Off,
+}
+
+impl SrunInJobs {
+    fn parse(s: &str) -> Result<SrunInJobs, String> {
+        match s {
+            "auto" => Ok(SrunInJobs::Auto),
+            "flexrun" => Ok(SrunInJobs::Flexrun),
+            "off" => Ok(SrunInJobs::Off),
+            _ => Err("must be \"auto\", \"flexrun\" or \"off\"".into()),
+        }
+    }
 }
 
 /// Command-line values that override the files.
@@ -190,6 +214,7 @@ impl Settings {
             default_cpus_per_leaf: src.int("default_cpus_per_leaf", 1, 1024)? as u32,
             nccl,
             slurm_aliases: src.bool("slurm_aliases")?,
+            srun_in_jobs: src.parsed("srun_in_jobs", SrunInJobs::parse)?,
             placement: src.parsed("placement", |s| {
                 Strategy::parse(s).ok_or_else(|| format!("must be one of {:?}", Strategy::NAMES))
             })?,
@@ -295,6 +320,11 @@ impl Settings {
             "slurm_aliases",
             self.slurm_aliases.to_string(),
             new.slurm_aliases.to_string(),
+        );
+        diff(
+            "srun_in_jobs",
+            format!("{:?}", self.srun_in_jobs),
+            format!("{:?}", new.srun_in_jobs),
         );
         diff(
             "placement",

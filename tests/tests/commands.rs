@@ -475,6 +475,61 @@ fn an_existing_sbatch_script_runs_unchanged() {
 }
 
 #[test]
+fn srun_lines_of_a_slurm_script_run_one_rank_per_leaf() {
+    // The host may have Slurm installed (the CI does): ask for flexrun's srun explicitly.
+    let d = Daemon::start_with(TOPOLOGY, "srun_in_jobs = \"flexrun\"");
+    let dir = d.scratch("srun");
+    let script = "#!/bin/bash\n#SBATCH --job-name=ddp\n#SBATCH --nodes=1\n\
+                  #SBATCH --gres=gpu:1g.5gb:3\n#SBATCH --time=00:05:00\n\
+                  srun --ntasks=3 --cpus-per-task=1 --mpi=none bash -c \\\n\
+                  'echo $SLURM_PROCID $SLURM_LOCALID $SLURM_NTASKS $WORLD_SIZE $CUDA_VISIBLE_DEVICES > rank-$SLURM_PROCID'\n\
+                  srun -n 2 -l bash -c 'echo world $WORLD_SIZE'\n";
+    let job = submit(&d, &dir, "job.sh", script, &[]);
+    let v = d.wait_finished(job);
+    let out = std::fs::read_to_string(dir.join(format!("flex-{job}.out"))).unwrap_or_default();
+    assert_eq!(v.state, JobState::Completed, "{v:?}\n{out}\n{}", d.log());
+    let leaves: Vec<String> = v
+        .alloc
+        .unwrap()
+        .leaves
+        .into_iter()
+        .map(|l| l.uuid)
+        .collect();
+    for r in 0..3 {
+        let line = std::fs::read_to_string(dir.join(format!("rank-{r}"))).unwrap();
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            f[..4],
+            [&*r.to_string(), &*r.to_string(), "3", "3"],
+            "{line}"
+        );
+        assert_eq!(f[4], leaves[r], "rank {r} has its own leaf");
+    }
+    // -n 2 of 3 leaves: a world of 2, labelled lines.
+    assert!(
+        out.contains("0: world 2") && out.contains("1: world 2"),
+        "{out}"
+    );
+
+    // Off: no srun function; the script's srun is whatever the host has.
+    let d = Daemon::start_with(TOPOLOGY, "srun_in_jobs = \"off\"");
+    let dir = d.scratch("nosrun");
+    let job = submit(
+        &d,
+        &dir,
+        "job.sh",
+        "#!/bin/bash\ndeclare -F srun && exit 3\ntrue\n",
+        &[],
+    );
+    let v = d.wait_finished(job);
+    assert_eq!(
+        (v.state, v.exit_code),
+        (JobState::Completed, Some(0)),
+        "{v:?}"
+    );
+}
+
+#[test]
 fn test_only_prints_the_placement_and_queues_nothing() {
     let d = Daemon::start(TOPOLOGY);
     let out = cmd(&d, "flexsub")

@@ -390,6 +390,7 @@ impl State {
             kill_grace: s.kill_grace,
             nccl: s.nccl.clone(),
             slurm_aliases: s.slurm_aliases,
+            srun_in_jobs: s.srun_in_jobs,
         }
     }
 
