@@ -495,7 +495,7 @@ fn srun_lines_of_a_slurm_script_run_one_rank_per_leaf() {
         .into_iter()
         .map(|l| l.uuid)
         .collect();
-    for r in 0..3 {
+    for (r, leaf) in leaves.iter().enumerate() {
         let line = std::fs::read_to_string(dir.join(format!("rank-{r}"))).unwrap();
         let f: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(
@@ -503,7 +503,7 @@ fn srun_lines_of_a_slurm_script_run_one_rank_per_leaf() {
             [&*r.to_string(), &*r.to_string(), "3", "3"],
             "{line}"
         );
-        assert_eq!(f[4], leaves[r], "rank {r} has its own leaf");
+        assert_eq!(f[4], leaf, "rank {r} has its own leaf");
     }
     // -n 2 of 3 leaves: a world of 2, labelled lines.
     assert!(
