@@ -52,6 +52,8 @@ pub struct Settings {
     pub slurm_aliases: bool,
     /// Whether bash job scripts get an `srun` that runs flexrun (see [`SrunInJobs`]).
     pub srun_in_jobs: SrunInJobs,
+    /// Whether bash job scripts get a `torchrun` that runs flexrun's torchrun personality.
+    pub torchrun_in_jobs: bool,
     pub placement: Strategy,
     pub round_up_fractions: bool,
     pub keep_finished: Duration,
@@ -215,6 +217,7 @@ impl Settings {
             nccl,
             slurm_aliases: src.bool("slurm_aliases")?,
             srun_in_jobs: src.parsed("srun_in_jobs", SrunInJobs::parse)?,
+            torchrun_in_jobs: src.bool("torchrun_in_jobs")?,
             placement: src.parsed("placement", |s| {
                 Strategy::parse(s).ok_or_else(|| format!("must be one of {:?}", Strategy::NAMES))
             })?,
@@ -325,6 +328,11 @@ impl Settings {
             "srun_in_jobs",
             format!("{:?}", self.srun_in_jobs),
             format!("{:?}", new.srun_in_jobs),
+        );
+        diff(
+            "torchrun_in_jobs",
+            self.torchrun_in_jobs.to_string(),
+            new.torchrun_in_jobs.to_string(),
         );
         diff(
             "placement",

@@ -56,14 +56,19 @@ pub struct JobEnvInput<'a> {
     /// Also set SLURM_* aliases.
     pub slurm_aliases: bool,
     /// Give bash scripts an `srun` that runs flexrun's Slurm personality (an exported shell
-    /// function, so nothing on disk and never in front of a real Slurm's srun: flexd sets it
-    /// only where none is installed).
+    /// function, so nothing on disk; flexd decides whether a real Slurm's srun must win).
     pub srun: bool,
+    /// Give bash scripts a `torchrun` that runs flexrun's torchrun personality (one leaf per
+    /// worker, each told it is alone on its node).
+    pub torchrun: bool,
 }
 
-/// The `srun` a job script gets where no Slurm is installed: a bash function exported through
-/// the environment (bash reads `BASH_FUNC_<name>%%` at start), running `flexrun --srun`.
+/// The `srun` a job script gets: a bash function exported through the environment (bash reads
+/// `BASH_FUNC_<name>%%` at start), running `flexrun --srun`.
 pub const SRUN_FUNCTION: (&str, &str) = ("BASH_FUNC_srun%%", "() {  flexrun --srun \"$@\"\n}");
+/// The `torchrun` a job script gets, the same way.
+pub const TORCHRUN_FUNCTION: (&str, &str) =
+    ("BASH_FUNC_torchrun%%", "() {  flexrun --torchrun \"$@\"\n}");
 
 /// The batch script's Flex variables (added to the submitter's environment).
 pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
@@ -141,6 +146,9 @@ pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
     }
     if i.srun {
         v.push((SRUN_FUNCTION.0, SRUN_FUNCTION.1.to_string()));
+    }
+    if i.torchrun {
+        v.push((TORCHRUN_FUNCTION.0, TORCHRUN_FUNCTION.1.to_string()));
     }
     v.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
@@ -362,6 +370,7 @@ mod tests {
             nccl: &nccl,
             slurm_aliases: true,
             srun: true,
+            torchrun: false,
         })
         .into_iter()
         .collect();
@@ -409,6 +418,7 @@ mod tests {
             nccl: &NcclMode::None,
             slurm_aliases: false,
             srun: false,
+            torchrun: true,
         })
         .into_iter()
         .collect();
@@ -416,6 +426,11 @@ mod tests {
         assert_eq!(env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "25");
         assert_eq!(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=2048M");
         assert!(!env.contains_key("SLURM_JOB_ID"));
+        assert!(!env.contains_key("BASH_FUNC_srun%%"));
+        assert_eq!(
+            env["BASH_FUNC_torchrun%%"],
+            "() {  flexrun --torchrun \"$@\"\n}"
+        );
         let plan = rank_plan(|k| env.get(k).cloned()).unwrap();
         let r = rank_env(&plan, 0, None);
         assert!(r.iter().all(|(k, _)| !k.starts_with("NCCL")));

@@ -511,6 +511,26 @@ fn srun_lines_of_a_slurm_script_run_one_rank_per_leaf() {
         "{out}"
     );
 
+    // torchrun: each worker on its own leaf, alone on its node, the global rank as usual.
+    let script = "#!/bin/bash\n#SBATCH --gres=gpu:2\n\
+                  torchrun --standalone --nnodes=1 --nproc_per_node=2 --no-python bash -c \\\n\
+                  'echo $RANK $LOCAL_RANK $LOCAL_WORLD_SIZE $WORLD_SIZE $CUDA_VISIBLE_DEVICES > torch-$RANK'\n";
+    let job = submit(&d, &dir, "torch.sh", script, &[]);
+    let v = d.wait_finished(job);
+    assert_eq!(v.state, JobState::Completed, "{v:?}\n{}", d.log());
+    let leaves: Vec<String> = v
+        .alloc
+        .unwrap()
+        .leaves
+        .into_iter()
+        .map(|l| l.uuid)
+        .collect();
+    for (r, leaf) in leaves.iter().enumerate() {
+        let line = std::fs::read_to_string(dir.join(format!("torch-{r}"))).unwrap();
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(f, [&*r.to_string(), "0", "1", "2", leaf], "{line}");
+    }
+
     // Off: no srun function; the script's srun is whatever the host has.
     let d = Daemon::start_with(TOPOLOGY, "srun_in_jobs = \"off\"");
     let dir = d.scratch("nosrun");

@@ -29,6 +29,7 @@ pub(crate) struct Launch {
     pub nccl: NcclMode,
     pub slurm_aliases: bool,
     pub srun_in_jobs: SrunInJobs,
+    pub torchrun_in_jobs: bool,
 }
 
 /// Whether a job gets flexrun's `srun`: never in front of a real Slurm's.
@@ -120,6 +121,7 @@ impl Launcher {
             nccl: &l.nccl,
             slurm_aliases: l.slurm_aliases,
             srun: srun_function(l.srun_in_jobs),
+            torchrun: l.torchrun_in_jobs,
         }));
         env.push(("MASTER_PORT".into(), port.to_string()));
         if let Some((task, spec)) = &row.array {

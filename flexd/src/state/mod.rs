@@ -391,6 +391,7 @@ impl State {
             nccl: s.nccl.clone(),
             slurm_aliases: s.slurm_aliases,
             srun_in_jobs: s.srun_in_jobs,
+            torchrun_in_jobs: s.torchrun_in_jobs,
         }
     }
 

@@ -3,12 +3,17 @@
 use clap::Parser;
 
 fn main() {
-    // `flexrun --srun ...`: the srun a job script calls where no Slurm is installed.
+    // `flexrun --srun ...` and `flexrun --torchrun ...`: the srun and torchrun a job script
+    // calls (flexd's shell functions, see srun_in_jobs and torchrun_in_jobs in flexd.toml).
     let words: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let args = match words.first() {
         Some(w) if w == "--srun" => match flexsub::commands::run::srun_args(&words[1..]) {
             Ok(a) => a,
             Err(e) => std::process::exit(flexsub::error::report("srun", &e)),
+        },
+        Some(w) if w == "--torchrun" => match flexsub::commands::run::torchrun_args(&words[1..]) {
+            Ok(a) => a,
+            Err(e) => std::process::exit(flexsub::error::report("torchrun", &e)),
         },
         _ => flexsub::commands::run::Args::parse(),
     };

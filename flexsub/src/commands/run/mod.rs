@@ -10,9 +10,11 @@
 //! get SIGTERM after a grace period and SIGKILL [`KILL_AFTER`] later.
 
 mod srun;
+mod torchrun;
 mod watchdog;
 
 pub use srun::srun_args;
+pub use torchrun::torchrun_args;
 
 use crate::error::{exit, Error};
 use clap::Parser;
@@ -52,6 +54,9 @@ pub struct Args {
     /// Seconds the other ranks keep running after one fails, before they get SIGTERM.
     #[arg(long, value_name = "SECONDS", default_value_t = 5)]
     pub grace: u64,
+    /// Each rank told it is alone on its node (LOCAL_RANK 0): torchrun's personality.
+    #[arg(skip)]
+    pub ranks_as_nodes: bool,
     /// The program and its arguments.
     #[arg(
         required = true,
@@ -123,6 +128,13 @@ fn spawn_rank(
     cmd.args(&a.command[1..])
         .envs(rank_env(plan, r, ld.as_deref()))
         .process_group(0);
+    if a.ranks_as_nodes {
+        cmd.envs([
+            ("LOCAL_RANK", "0"),
+            ("LOCAL_WORLD_SIZE", "1"),
+            ("SLURM_LOCALID", "0"),
+        ]);
+    }
     let stdin_is_file = r == 0 && !std::io::stdin().is_terminal();
     cmd.stdin(if stdin_is_file {
         Stdio::inherit()

@@ -80,6 +80,7 @@ pub fn srun_args(words: &[OsString]) -> Result<Args, Error> {
         label: false,
         ntasks: None,
         grace: 5,
+        ranks_as_nodes: false,
         command: Vec::new(),
     };
     let mut i = 0;
