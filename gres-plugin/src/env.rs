@@ -125,24 +125,7 @@ pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
         }
     }
     if i.slurm_aliases {
-        v.extend([
-            ("SLURM_JOB_ID", i.job_id.to_string()),
-            ("SLURM_JOBID", i.job_id.to_string()),
-            ("SLURM_JOB_NAME", i.name.to_string()),
-            ("SLURM_SUBMIT_DIR", i.submit_dir.to_string()),
-            ("SLURM_JOB_NODELIST", i.host.to_string()),
-            ("SLURM_NNODES", "1".to_string()),
-            ("SLURM_NTASKS", i.units.len().to_string()),
-            ("SLURM_JOB_GPUS", gpus),
-            ("SLURM_GPUS_ON_NODE", i.units.len().to_string()),
-            ("SLURM_JOB_CPUS_PER_NODE", i.cores.len().to_string()),
-            ("SLURM_CPUS_ON_NODE", i.cores.len().to_string()),
-            ("SLURM_CPUS_PER_TASK", i.cores_per_unit.to_string()),
-            ("SLURM_TASKS_PER_NODE", i.units.len().to_string()),
-            ("SLURM_NODEID", "0".to_string()),
-            ("SLURM_PROCID", "0".to_string()),
-            ("SLURM_LOCALID", "0".to_string()),
-        ]);
+        v.extend(slurm_env(i, gpus));
     }
     if i.srun {
         v.push((SRUN_FUNCTION.0, SRUN_FUNCTION.1.to_string()));
@@ -151,6 +134,29 @@ pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
         v.push((TORCHRUN_FUNCTION.0, TORCHRUN_FUNCTION.1.to_string()));
     }
     v.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// Slurm's names for the batch script's variables (`slurm_aliases`): one node, one task per
+/// leaf, the batch step's own task ids.
+fn slurm_env(i: &JobEnvInput, gpus: String) -> Vec<(&'static str, String)> {
+    vec![
+        ("SLURM_JOB_ID", i.job_id.to_string()),
+        ("SLURM_JOBID", i.job_id.to_string()),
+        ("SLURM_JOB_NAME", i.name.to_string()),
+        ("SLURM_SUBMIT_DIR", i.submit_dir.to_string()),
+        ("SLURM_JOB_NODELIST", i.host.to_string()),
+        ("SLURM_NNODES", "1".to_string()),
+        ("SLURM_NTASKS", i.units.len().to_string()),
+        ("SLURM_JOB_GPUS", gpus),
+        ("SLURM_GPUS_ON_NODE", i.units.len().to_string()),
+        ("SLURM_JOB_CPUS_PER_NODE", i.cores.len().to_string()),
+        ("SLURM_CPUS_ON_NODE", i.cores.len().to_string()),
+        ("SLURM_CPUS_PER_TASK", i.cores_per_unit.to_string()),
+        ("SLURM_TASKS_PER_NODE", i.units.len().to_string()),
+        ("SLURM_NODEID", "0".to_string()),
+        ("SLURM_PROCID", "0".to_string()),
+        ("SLURM_LOCALID", "0".to_string()),
+    ]
 }
 
 /// What flexrun reads back from a job's environment.

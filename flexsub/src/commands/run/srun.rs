@@ -73,6 +73,50 @@ fn count(opt: &str, v: &str) -> Result<u32, Error> {
         .ok_or_else(|| Error::Input(format!("srun {opt} {v:?}: expected a count of at least 1")))
 }
 
+/// Whether srun option `name` (without its dashes) takes a value.
+fn takes_value(name: &str) -> bool {
+    let short = |list: &[char]| {
+        name.chars().count() == 1 && list.contains(&name.chars().next().unwrap_or('-'))
+    };
+    matches!(name, "n" | "ntasks" | "ntasks-per-node" | "N" | "nodes")
+        || IGNORED_WITH_VALUE.contains(&name) && !IGNORED_FLAGS.contains(&name)
+        || short(IGNORED_SHORT_WITH_VALUE) && !short(IGNORED_SHORT_FLAGS)
+}
+
+/// Apply one srun option (as `shown` on the command line) to flexrun's arguments.
+fn apply(a: &mut Args, name: &str, value: Option<&str>, shown: &str) -> Result<(), Error> {
+    let short = |list: &[char]| {
+        name.chars().count() == 1 && list.contains(&name.chars().next().unwrap_or('-'))
+    };
+    match (name, value) {
+        ("n" | "ntasks" | "ntasks-per-node", Some(v)) => a.ntasks = Some(count(shown, v)?),
+        ("N" | "nodes", Some(v)) => {
+            if v != "1" && v != "1-1" {
+                return Err(Error::Input(format!(
+                    "srun {shown} {v}: a Flex job runs on one host (-N 1)"
+                )));
+            }
+        }
+        ("l" | "label", None) => a.label = true,
+        (n, _) if REFUSED.iter().any(|(r, _)| *r == n) => {
+            let why = REFUSED.iter().find(|(r, _)| *r == n).map_or("", |r| r.1);
+            return Err(Error::Input(format!("srun {shown}: {why}")));
+        }
+        (n, _)
+            if IGNORED_WITH_VALUE.contains(&n)
+                || IGNORED_FLAGS.contains(&n)
+                || short(IGNORED_SHORT_WITH_VALUE)
+                || short(IGNORED_SHORT_FLAGS) => {}
+        _ => {
+            return Err(Error::Input(format!(
+                "srun {shown}: not an option Flex's srun knows (it runs one rank per leaf of \
+                 the job, or -n of them)"
+            )))
+        }
+    }
+    Ok(())
+}
+
 /// flexrun's arguments from srun's: options up to the first word that is not one, then the
 /// command and its arguments.
 pub fn srun_args(words: &[OsString]) -> Result<Args, Error> {
@@ -106,14 +150,7 @@ pub fn srun_args(words: &[OsString]) -> Result<Args, Error> {
                 (c.to_string(), (!rest.is_empty()).then_some(rest))
             }
         };
-        let takes_value = matches!(
-            name.as_str(),
-            "n" | "ntasks" | "ntasks-per-node" | "N" | "nodes"
-        ) || IGNORED_WITH_VALUE.contains(&name.as_str())
-            && !IGNORED_FLAGS.contains(&name.as_str())
-            || name.chars().count() == 1
-                && IGNORED_SHORT_WITH_VALUE.contains(&name.chars().next().unwrap_or('-'))
-                && !IGNORED_SHORT_FLAGS.contains(&name.chars().next().unwrap_or('-'));
+        let takes_value = takes_value(&name);
         let value = if takes_value && inline.is_none() {
             i += 1;
             match words.get(i) {
@@ -123,36 +160,7 @@ pub fn srun_args(words: &[OsString]) -> Result<Args, Error> {
         } else {
             inline
         };
-        let shown = w.clone();
-        match (name.as_str(), value.as_deref()) {
-            ("n" | "ntasks" | "ntasks-per-node", Some(v)) => a.ntasks = Some(count(&shown, v)?),
-            ("N" | "nodes", Some(v)) => {
-                let one = v == "1" || v == "1-1";
-                if !one {
-                    return Err(Error::Input(format!(
-                        "srun {shown} {v}: a Flex job runs on one host (-N 1)"
-                    )));
-                }
-            }
-            ("l" | "label", None) => a.label = true,
-            (n, _) if REFUSED.iter().any(|(r, _)| *r == n) => {
-                let why = REFUSED.iter().find(|(r, _)| *r == n).map_or("", |r| r.1);
-                return Err(Error::Input(format!("srun {shown}: {why}")));
-            }
-            (n, _)
-                if IGNORED_WITH_VALUE.contains(&n)
-                    || IGNORED_FLAGS.contains(&n)
-                    || n.chars().count() == 1
-                        && (IGNORED_SHORT_WITH_VALUE
-                            .contains(&n.chars().next().unwrap_or('-'))
-                            || IGNORED_SHORT_FLAGS.contains(&n.chars().next().unwrap_or('-'))) => {}
-            _ => {
-                return Err(Error::Input(format!(
-                    "srun {shown}: not an option Flex's srun knows (it runs one rank per leaf \
-                     of the job, or -n of them)"
-                )))
-            }
-        }
+        apply(&mut a, &name, value.as_deref(), &w)?;
         i += 1;
     }
     a.command = words[i..].to_vec();

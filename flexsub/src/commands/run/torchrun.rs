@@ -107,22 +107,26 @@ pub fn torchrun_args(words: &[OsString]) -> Result<Args, Error> {
         }
         i += 1;
     }
-    let rest = &words[i..];
+    a.command = worker_command(&words[i..], module, no_python)?;
+    Ok(a)
+}
+
+/// What each worker runs: the script under Python (`-m`: a module), or with `--no-python` the
+/// command itself.
+fn worker_command(
+    rest: &[OsString],
+    module: bool,
+    no_python: bool,
+) -> Result<Vec<OsString>, Error> {
     if rest.is_empty() {
         return Err(Error::Input("torchrun: no training script given".into()));
     }
-    a.command = match (module, no_python) {
-        (_, true) => rest.to_vec(),
-        (true, false) => [python(), "-u".into(), "-m".into()]
-            .into_iter()
-            .chain(rest.iter().cloned())
-            .collect(),
-        (false, false) => [python(), "-u".into()]
-            .into_iter()
-            .chain(rest.iter().cloned())
-            .collect(),
+    let head: Vec<OsString> = match (module, no_python) {
+        (_, true) => Vec::new(),
+        (true, false) => vec![python(), "-u".into(), "-m".into()],
+        (false, false) => vec![python(), "-u".into()],
     };
-    Ok(a)
+    Ok(head.into_iter().chain(rest.iter().cloned()).collect())
 }
 
 #[cfg(test)]
