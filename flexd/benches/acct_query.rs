@@ -37,6 +37,7 @@ fn build(path: &std::path::Path) {
             account: None,
             queue: Default::default(),
             umask: None,
+            signal: None,
         };
         let uid = 1000 + (i % 50) as u32;
         let id = store::insert_job(

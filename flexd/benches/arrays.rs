@@ -37,6 +37,7 @@ fn spec(workdir: &Path, leaves: u32, array: Option<&str>) -> JobSpec {
             ..QueueOptions::default()
         }),
         umask: None,
+        signal: None,
     }
 }
 

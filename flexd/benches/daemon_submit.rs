@@ -42,6 +42,7 @@ fn spec(script: String, workdir: &Path, leaves: u32) -> JobSpec {
         account: None,
         queue: Default::default(),
         umask: None,
+        signal: None,
     }
 }
 

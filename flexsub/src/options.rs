@@ -39,6 +39,8 @@ pub enum Key {
     Nodes,
     /// Slurm's `--export`: Flex always exports the whole environment.
     Export,
+    /// sbatch's `--signal=[B:]SIG[@SECONDS]`.
+    Signal,
     /// Slurm options with no meaning on one Flex host; accepted with a warning.
     Ignored,
 }
@@ -276,6 +278,13 @@ pub const OPTIONS: &[OptSpec] = &[
         "Accepted and ignored: flexrun starts one rank per leaf",
     ),
     opt(
+        Key::Signal,
+        "signal",
+        None,
+        Some("[B:]SIG[@SECONDS]"),
+        "Send SIG (a name or number) SECONDS (default 60) before the time limit; with B: to the batch shell only, else to the whole job",
+    ),
+    opt(
         Key::Ignored,
         "mail-type",
         None,
@@ -322,6 +331,41 @@ pub struct Settings {
     pub dtype: Option<Dtype>,
     pub mode: Option<Mode>,
     pub queue: flex_proto::QueueOptions,
+    pub signal: Option<flex_proto::WarnSignal>,
+}
+
+/// `[B:]SIG[@SECONDS]`, as sbatch's `--signal` (R:, a reservation's end, means nothing here).
+pub fn parse_warn_signal(v: &str) -> Result<flex_proto::WarnSignal, String> {
+    let (batch_only, rest) = match v.split_once(':') {
+        Some(("B", r)) => (true, r),
+        Some((p, _)) => {
+            return Err(format!(
+                "invalid signal spec {v:?}: prefix {p}: is not B: (R: has no meaning without reservations)"
+            ))
+        }
+        None => (false, v),
+    };
+    let (sig, secs) = match rest.split_once('@') {
+        Some((sig, t)) => (
+            sig,
+            t.trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|&t| t <= 65535)
+                .ok_or_else(|| {
+                    format!(
+                        "invalid signal spec {v:?}: {t:?} is not a number of seconds (0 to 65535)"
+                    )
+                })?,
+        ),
+        None => (rest, 60),
+    };
+    let signal = units::parse_signal(sig).map_err(|e| e.to_string())?;
+    Ok(flex_proto::WarnSignal {
+        signal,
+        before_s: secs,
+        batch_only,
+    })
 }
 
 fn non_empty(what: &str, v: &str) -> Result<String, String> {
@@ -404,6 +448,7 @@ impl Settings {
             Key::Dependency => {
                 self.queue.dependency = Some(flex_proto::Dependency::parse(v)?);
             }
+            Key::Signal => self.signal = Some(parse_warn_signal(v)?),
             Key::Hold => self.queue.hold = true,
             Key::Requeue => self.queue.requeue = Some(true),
             Key::NoRequeue => self.queue.requeue = Some(false),

@@ -349,6 +349,7 @@ fn a_submission() -> Request {
         account: None,
         queue: Default::default(),
         umask: None,
+        signal: None,
     })
 }
 

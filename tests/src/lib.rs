@@ -535,5 +535,6 @@ pub fn script_job(script: &str, workdir: &Path) -> JobSpec {
         account: None,
         queue: Default::default(),
         umask: None,
+        signal: None,
     }
 }

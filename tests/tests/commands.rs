@@ -289,6 +289,49 @@ fn flexsub_wait_returns_with_the_jobs_exit_code() {
 }
 
 #[test]
+fn signal_warns_the_job_before_its_time_limit() {
+    let d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("warn");
+    // A checkpointing script, as Lightning's SLURMEnvironment expects: USR1 to the batch shell
+    // 4 s before a 6 s limit; it saves and exits cleanly.
+    let script = "#!/bin/bash\n#SBATCH --time=0:06\n#SBATCH --signal=B:USR1@4\n\
+                  trap 'echo checkpoint > saved; exit 0' USR1\n\
+                  for i in $(seq 100); do sleep 0.1; done\necho too-late > late\n";
+    let job = submit(&d, &dir, "ckpt.sh", script, &[]);
+    let v = d.wait_finished(job);
+    assert_eq!(
+        (v.state, v.exit_code),
+        (JobState::Completed, Some(0)),
+        "{v:?}\n{}",
+        d.log()
+    );
+    assert!(dir.join("saved").exists() && !dir.join("late").exists());
+    // Without B: the whole job gets it (here a child that traps it).
+    let script = "#!/bin/bash\n#SBATCH --time=0:06\n#SBATCH --signal=USR2@5\n\
+                  bash -c 'trap \"echo child > child; exit 0\" USR2; while :; do sleep 0.1; done'\n";
+    let job = submit(&d, &dir, "group.sh", script, &[]);
+    let v = d.wait_finished(job);
+    assert_eq!(v.state, JobState::Completed, "{v:?}");
+    assert!(dir.join("child").exists());
+    // A bad one is refused with the line named.
+    std::fs::write(
+        dir.join("bad.sh"),
+        "#!/bin/sh\n#SBATCH --signal=R:USR1@60\ntrue\n",
+    )
+    .unwrap();
+    let out = cmd(&d, "flexsub")
+        .current_dir(&dir)
+        .arg("bad.sh")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        text(&out.stderr).contains("bad.sh:2: #SBATCH --signal=R:USR1@60"),
+        "{out:?}"
+    );
+}
+
+#[test]
 fn a_job_over_its_time_limit_ends_in_timeout() {
     let d = Daemon::start(TOPOLOGY);
     let dir = d.scratch("timeout");

@@ -124,6 +124,7 @@ fn job_spec() -> impl Strategy<Value = JobSpec> {
                 account,
                 queue: Default::default(),
                 umask: None,
+                signal: None,
             },
         )
 }

@@ -22,6 +22,7 @@ complete -c flexsub -l export -d 'Environment to export; Flex always exports all
 complete -c flexsub -s p -l partition -d 'Accepted and ignored: one Flex host has no partitions' -r
 complete -c flexsub -s n -l ntasks -d 'Accepted and ignored: flexrun starts one rank per leaf' -r
 complete -c flexsub -l ntasks-per-node -d 'Accepted and ignored: flexrun starts one rank per leaf' -r
+complete -c flexsub -l signal -d 'Send SIG (a name or number) SECONDS (default 60) before the time limit; with B: to the batch shell only, else to the whole job' -r
 complete -c flexsub -l mail-type -d 'Accepted and ignored: Flex sends no mail' -r
 complete -c flexsub -l mail-user -d 'Accepted and ignored: Flex sends no mail' -r
 complete -c flexsub -l wrap -d 'Run CMD with /bin/sh instead of a script' -r

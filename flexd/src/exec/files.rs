@@ -181,6 +181,22 @@ fn stat_field(stat: &[u8], n: usize) -> Option<u64> {
     rest.split_whitespace().nth(n)?.parse().ok()
 }
 
+/// The processes of process group `pgid` (from /proc), the leader included.
+pub(crate) fn group_members(pgid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            proc_read(pid, "stat")
+                .ok()
+                .flatten()
+                .and_then(|s| stat_field(&s, 2))
+                == Some(u64::from(pgid))
+        })
+        .collect()
+}
+
 /// A process's start time; None when it is gone.
 pub(crate) fn start_time(pid: u32) -> Result<Option<u64>, String> {
     Ok(proc_read(pid, "stat")?.and_then(|s| stat_field(&s, 19)))

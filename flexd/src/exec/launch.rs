@@ -145,6 +145,7 @@ impl Launcher {
             kill_grace_ms: l.kill_grace.as_millis() as u64,
             socket: self.socket.clone(),
             umask: row.umask.unwrap_or(0o022) & 0o777,
+            warn: row.signal,
         };
         let pid = self.start_supervisor(&spec)?;
         tracing::info!("job {}: started, supervisor pid {pid}", l.job);

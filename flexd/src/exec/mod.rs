@@ -47,6 +47,9 @@ pub(crate) struct LaunchSpec {
     /// The umask the job runs with (the submitter's; 022 when the submission had none).
     #[serde(default = "default_umask")]
     pub umask: u32,
+    /// `--signal`: what to send before the time limit, and to whom.
+    #[serde(default)]
+    pub warn: Option<flex_proto::WarnSignal>,
 }
 
 fn default_umask() -> u32 {

@@ -213,6 +213,25 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path) -> StatusFile {
     }
 }
 
+/// Send `--signal`'s signal as Slurm does: with `B:` to the batch shell alone, else to the
+/// job's other processes and not the batch shell (whose default for USR1 is to die): the
+/// commands it runs, and flexrun, which passes USR1, USR2, HUP, INT and TERM on to its ranks.
+fn warn_job(w: &flex_proto::WarnSignal, group: Pid) {
+    let Ok(sig) = Signal::try_from(w.signal) else {
+        return;
+    };
+    if w.batch_only {
+        let _ = nix::sys::signal::kill(group, sig);
+        return;
+    }
+    let shell = group.as_raw() as u32;
+    for pid in super::files::group_members(shell) {
+        if pid != shell {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), sig);
+        }
+    }
+}
+
 /// Wait for the job; returns CANCELLED or TIMEOUT when the supervisor ended it.
 fn watch(
     spec: &LaunchSpec,
@@ -226,6 +245,13 @@ fn watch(
     let grace = Duration::from_millis(spec.kill_grace_ms);
     let mut ending: Option<(JobState, Instant)> = None;
     let mut killed = false;
+    // `--signal`: when to warn the job, until it has been warned.
+    let mut warn = spec.warn.map(|w| {
+        let at = limit
+            .checked_sub(Duration::from_secs(w.before_s))
+            .unwrap_or_else(Instant::now);
+        (w, at)
+    });
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return (ending.map(|(s, _)| s), status),
@@ -233,6 +259,12 @@ fn watch(
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
         let now = Instant::now();
+        if let Some((w, at)) = warn {
+            if now >= at && ending.is_none() {
+                warn_job(&w, group);
+                warn = None;
+            }
+        }
         if ending.is_none() {
             let why = if term.load(Ordering::SeqCst) {
                 Some(JobState::Cancelled)
@@ -261,7 +293,7 @@ fn watch(
         let next = match ending {
             Some((_, at)) if !killed => at,
             Some(_) => now + Duration::from_secs(1),
-            None => limit,
+            None => warn.map_or(limit, |(_, at)| at.min(limit)),
         };
         let wait = next
             .saturating_duration_since(now)

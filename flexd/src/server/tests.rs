@@ -72,6 +72,7 @@ fn spec(leaves: u32) -> JobSpec {
         account: None,
         queue: Default::default(),
         umask: None,
+        signal: None,
     }
 }
 

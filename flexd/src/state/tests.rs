@@ -60,6 +60,7 @@ fn spec(leaves: u32, queue: QueueOptions) -> JobSpec {
         account: None,
         queue: Box::new(queue),
         umask: None,
+        signal: None,
     }
 }
 

@@ -189,6 +189,7 @@ impl NewJob {
                 account: None,
                 queue: Default::default(),
                 umask: None,
+                signal: None,
             },
             uid,
             gid: uid,
@@ -338,6 +339,8 @@ pub struct LaunchRow {
     /// The array it is a task of, its index, and the `--array` it came from.
     pub array: Option<(flex_proto::ArrayTask, flex_proto::ArraySpec)>,
     pub umask: Option<u32>,
+    /// `--signal`, if asked.
+    pub signal: Option<flex_proto::WarnSignal>,
 }
 
 fn json<T: serde::de::DeserializeOwned>(
@@ -419,9 +422,9 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
         "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, env_id, workdir,
             submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
             cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
-            array_task, array_spec, dependency, hold, requeue, umask)
+            array_task, array_spec, dependency, hold, requeue, umask, warn_signal)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, 'PENDING', ?21, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
+            ?18, ?19, ?20, 'PENDING', ?21, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)",
     )?;
     st.execute(params![
         j.spec.name,
@@ -455,6 +458,9 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
         Hold::submitted(q.hold).code(),
         q.requeue.unwrap_or(true),
         j.spec.umask.map(|m| m & 0o777),
+        j.spec
+            .signal
+            .map(|w| serde_json::to_string(&w).expect("signals serialize")),
     ])?;
     let id = JobId(tx.last_insert_rowid() as u64);
     event(tx, id, j.submit_time, None, JobState::Pending, None)?;
@@ -604,7 +610,7 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
     conn.prepare_cached(
         "SELECT j.name, j.user, j.uid, j.gid, j.script, j.args, COALESCE(e.body, j.env),
             j.workdir, j.submit_dir, j.stdout, j.stderr, j.array_job, j.array_task, j.array_spec,
-            j.umask
+            j.umask, j.warn_signal
          FROM jobs j LEFT JOIN envs e ON e.id = j.env_id WHERE j.id = ?1",
     )?
     .query_row([id as i64], |r| {
@@ -625,7 +631,10 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
                 r.get::<_, Option<u32>>(12)?,
                 r.get::<_, Option<String>>(13)?,
             ),
-            r.get::<_, Option<u32>>(14)?,
+            (
+                r.get::<_, Option<u32>>(14)?,
+                r.get::<_, Option<String>>(15)?,
+            ),
         ))
     })
     .optional()?
@@ -643,7 +652,7 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
             stdout,
             stderr,
             a,
-            umask,
+            (umask, warn_signal),
         )| {
             let array = match a {
                 (Some(job), Some(index), Some(spec)) => Some((
@@ -669,6 +678,9 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
                 stderr,
                 array,
                 umask,
+                signal: warn_signal
+                    .map(|w| json(id, "warn_signal", &w))
+                    .transpose()?,
             })
         },
     )

@@ -121,11 +121,11 @@ pub(super) fn insert_tasks(
         "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, env_id, workdir,
             submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
             cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
-            array_job, array_task, array_spec, dependency, hold, requeue, umask)
+            array_job, array_task, array_spec, dependency, hold, requeue, umask, warn_signal)
          SELECT name, uid, gid, user, account, script, args, env, env_id, workdir,
             submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
             cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
-            id, ?2, array_spec, dependency, hold, requeue, umask
+            id, ?2, array_spec, dependency, hold, requeue, umask, warn_signal
          FROM jobs WHERE id = ?1",
     )?;
     for (k, &index) in rest.iter().enumerate() {

@@ -5,11 +5,11 @@
 use rusqlite::{Connection, Transaction};
 
 /// The version this build writes.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 
 /// Migration `i` brings a database at version `i` to `i + 1`.
 const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] =
-    [v1, v2, v3, v4, v5, v6];
+    [v1, v2, v3, v4, v5, v6, v7];
 
 /// Why a database cannot be brought up to date.
 #[derive(Debug, thiserror::Error)]
@@ -200,4 +200,9 @@ fn v5(tx: &Transaction) -> rusqlite::Result<()> {
 /// clients that do not send one: they run with 022).
 fn v6(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch("ALTER TABLE jobs ADD COLUMN umask INTEGER;")
+}
+
+/// sbatch's `--signal` (JSON `{signal, before_s, batch_only}`; NULL: none asked).
+fn v7(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch("ALTER TABLE jobs ADD COLUMN warn_signal TEXT;")
 }

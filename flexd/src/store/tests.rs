@@ -18,6 +18,7 @@ fn spec(name: &str) -> JobSpec {
         account: Some("proj".into()),
         queue: Default::default(),
         umask: None,
+        signal: None,
     }
 }
 

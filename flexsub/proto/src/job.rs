@@ -35,6 +35,18 @@ pub struct JobSpec {
     /// protocol version 2 have none: the job then runs with 022.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub umask: Option<u32>,
+    /// `--signal`: a signal sent before the time limit (left out when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<WarnSignal>,
+}
+
+/// sbatch's `--signal=[B:]SIG[@SECONDS]`: send `signal` `before_s` seconds before the job's
+/// time limit, to the batch shell only (`B:`) or to the whole job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WarnSignal {
+    pub signal: i32,
+    pub before_s: u64,
+    pub batch_only: bool,
 }
 
 pub(crate) fn is_zero(n: &u32) -> bool {

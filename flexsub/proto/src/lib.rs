@@ -38,7 +38,9 @@ pub mod text;
 
 pub use array::{ArraySpec, DepKind, DepTerm, Dependency, JobRef, TaskRange};
 pub use frame::{decode, encode, read_body, read_frame, write_frame, FrameError};
-pub use job::{AllocView, ArrayTask, Env, JobSpec, JobState, JobView, LeafView, QueueOptions};
+pub use job::{
+    AllocView, ArrayTask, Env, JobSpec, JobState, JobView, LeafView, QueueOptions, WarnSignal,
+};
 pub use messages::*;
 pub use rows::{read_queue_rows, thousandths, units_text, QueueRow, QueueRows};
 

@@ -93,6 +93,7 @@ fn spec() -> JobSpec {
         account: Some("vision".into()),
         queue: Default::default(),
         umask: None,
+        signal: None,
     }
 }
 
@@ -252,6 +253,7 @@ pub fn samples() -> Vec<Msg> {
             request: fraction(),
             account: None,
             umask: None,
+            signal: None,
             stdout: None,
             stderr: None,
             ..spec()
