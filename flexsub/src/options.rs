@@ -349,7 +349,7 @@ pub fn parse_warn_signal(v: &str) -> Result<flex_proto::WarnSignal, String> {
         Some((sig, t)) => (
             sig,
             t.trim()
-                .parse::<u64>()
+                .parse::<u32>()
                 .ok()
                 .filter(|&t| t <= 65535)
                 .ok_or_else(|| {

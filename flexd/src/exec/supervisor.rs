@@ -248,7 +248,7 @@ fn watch(
     // `--signal`: when to warn the job, until it has been warned.
     let mut warn = spec.warn.map(|w| {
         let at = limit
-            .checked_sub(Duration::from_secs(w.before_s))
+            .checked_sub(Duration::from_secs(u64::from(w.before_s)))
             .unwrap_or_else(Instant::now);
         (w, at)
     });

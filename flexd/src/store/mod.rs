@@ -460,7 +460,8 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
         j.spec.umask.map(|m| m & 0o777),
         j.spec
             .signal
-            .map(|w| serde_json::to_string(&w).expect("signals serialize")),
+            .as_ref()
+            .map(|w| serde_json::to_string(w).expect("signals serialize")),
     ])?;
     let id = JobId(tx.last_insert_rowid() as u64);
     event(tx, id, j.submit_time, None, JobState::Pending, None)?;

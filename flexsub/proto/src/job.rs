@@ -37,7 +37,7 @@ pub struct JobSpec {
     pub umask: Option<u32>,
     /// `--signal`: a signal sent before the time limit (left out when none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signal: Option<WarnSignal>,
+    pub signal: Option<Box<WarnSignal>>,
 }
 
 /// sbatch's `--signal=[B:]SIG[@SECONDS]`: send `signal` `before_s` seconds before the job's
@@ -45,7 +45,7 @@ pub struct JobSpec {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WarnSignal {
     pub signal: i32,
-    pub before_s: u64,
+    pub before_s: u32,
     pub batch_only: bool,
 }
 

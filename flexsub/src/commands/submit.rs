@@ -313,7 +313,7 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
         account: s.account.clone(),
         queue: Box::new(s.queue.clone()),
         umask: Some(submit_umask()),
-        signal: s.signal,
+        signal: s.signal.map(Box::new),
     };
     Ok(Built {
         spec,

@@ -25,8 +25,9 @@ pub fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/proto-v2")
 }
 
-/// One message of the protocol, any direction.
+/// One message of the protocol, any direction. (A handful of samples: their sizes do not matter.)
 #[derive(Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)]
 pub enum Msg {
     Hello(Hello),
     Request(Request),
