@@ -107,8 +107,47 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
     for w in warnings {
         tracing::warn!("{w}");
     }
+    let paths = private_dirs(&settings)?;
+    let lock = lock_state_dir(&paths)?;
+    let fd_limit = raise_nofile();
+    check_socket(&paths.socket)?;
+    let (cluster, cpus) = host_model(&paths, &opts, &settings)?;
+    let (writer, _writer_thread, state) = recovered_state(&paths, &settings, cluster, cpus)?;
+    let (launch_tx, launch_rx) = mpsc::channel();
+    let shared = Arc::new(Shared::new(
+        Core { settings, state },
+        writer,
+        launch_tx,
+        paths.run_dir.clone(),
+        paths.db.clone(),
+    ));
+    shared.with_core(|_| ());
+    let open_now = std::fs::read_dir("/proc/self/fd").map_or(64, |d| d.count());
+    shared
+        .fd_budget
+        .store(fd_limit.saturating_sub(open_now), Ordering::Relaxed);
+    let launcher = Launcher {
+        exe: std::env::current_exe().map_err(io("own executable", Path::new("/proc/self/exe")))?,
+        db: paths.db.clone(),
+        run_dir: paths.run_dir.clone(),
+        socket: paths.socket.clone(),
+    };
+    launcher.spawn(launch_rx, shared.clone())?;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("flexd")
+        .build()
+        .map_err(io("tokio runtime", Path::new("-")))?;
+    let r = rt.block_on(serve(shared, &paths, &opts));
+    drop(lock);
+    r
+}
+
+/// Resolve flexd's paths and make its state and run directories exist, flexd's alone.
+fn private_dirs(settings: &Settings) -> Result<Paths, DaemonError> {
     let cwd = std::env::current_dir().map_err(io("working directory", Path::new(".")))?;
-    let paths = Paths::resolve(&settings, &cwd);
+    let paths = Paths::resolve(settings, &cwd);
     for dir in [&paths.state_dir, &paths.run_dir] {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -119,10 +158,16 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
     for dir in [&paths.state_dir, &paths.run_dir] {
         make_private(dir)?;
     }
-    let lock = lock_state_dir(&paths)?;
-    let fd_limit = raise_nofile();
-    check_socket(&paths.socket)?;
+    Ok(paths)
+}
 
+/// This host as the scheduler sees it (from NVML or the topology file), and how the model's
+/// cores map to real ones; says in the log how jobs will be held (cgroups or not).
+fn host_model(
+    paths: &Paths,
+    opts: &Options,
+    settings: &Settings,
+) -> Result<(Cluster, CpuMap), DaemonError> {
     let found = gres_plugin::probe::discover(&paths.topology, opts.force_topology)?;
     tracing::info!(
         "host model from {}: {} GPUs, {} leaves, {} cores",
@@ -156,7 +201,17 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
             round_up_fractions: settings.round_up_fractions,
         },
     );
+    Ok((cluster, cpus))
+}
 
+/// Open the database, start its writer and bring back the jobs of the flexd before (see
+/// [`State::recover`]).
+fn recovered_state(
+    paths: &Paths,
+    settings: &Settings,
+    cluster: Cluster,
+    cpus: CpuMap,
+) -> Result<(Writer, std::thread::JoinHandle<()>, State), DaemonError> {
     let conn = store::open(&paths.db)?;
     // SQLite creates the -wal and -shm files with the database's mode.
     for dir in [&paths.state_dir, &paths.run_dir] {
@@ -165,7 +220,7 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
     let now = unix_now();
     let rows = store::load_jobs(&conn, now.saturating_sub(settings.keep_finished.as_secs()))
         .map_err(|e| e.in_file(&paths.db))?;
-    let (writer, _writer_thread) = Writer::spawn(conn);
+    let (writer, writer_thread) = Writer::spawn(conn);
     let mut state = State::new(
         cluster,
         cpus,
@@ -181,35 +236,7 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
         |row| find(&run_dir, row.id, row.supervisor_pid),
         |row| server::kill_leftovers(&run_dir, row.id),
     );
-    let (launch_tx, launch_rx) = mpsc::channel();
-    let shared = Arc::new(Shared::new(
-        Core { settings, state },
-        writer,
-        launch_tx,
-        paths.run_dir.clone(),
-        paths.db.clone(),
-    ));
-    shared.with_core(|_| ());
-    let open_now = std::fs::read_dir("/proc/self/fd").map_or(64, |d| d.count());
-    shared
-        .fd_budget
-        .store(fd_limit.saturating_sub(open_now), Ordering::Relaxed);
-    let launcher = Launcher {
-        exe: std::env::current_exe().map_err(io("own executable", Path::new("/proc/self/exe")))?,
-        db: paths.db.clone(),
-        run_dir: paths.run_dir.clone(),
-        socket: paths.socket.clone(),
-    };
-    launcher.spawn(launch_rx, shared.clone())?;
-
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("flexd")
-        .build()
-        .map_err(io("tokio runtime", Path::new("-")))?;
-    let r = rt.block_on(serve(shared, &paths, &opts));
-    drop(lock);
-    r
+    Ok((writer, writer_thread, state))
 }
 
 /// What became of a job that was running when flexd stopped. A supervisor that cannot be

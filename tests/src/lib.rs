@@ -18,6 +18,7 @@
 //! Every daemon gets `--force-topology`, so the tests see the simulated topology even on a
 //! host with GPUs, and a short `kill_grace` so time-limit and cancel tests end quickly.
 
+pub mod cli;
 mod client;
 
 pub use client::{Client, ClientError};
@@ -536,5 +537,26 @@ pub fn script_job(script: &str, workdir: &Path) -> JobSpec {
         queue: Default::default(),
         umask: None,
         signal: None,
+    }
+}
+
+/// The job's run file as JSON, once it names the job's process group (shared by the hardening
+/// tests that act on a job's supervisor or group).
+pub fn run_file(d: &Daemon, job: JobId) -> serde_json::Value {
+    let path = d.state_dir().join("run").join(format!("{job}.run"));
+    wait_for("the run file with the job's process group", || {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
+        v.get("job_pgid")?.as_i64()?;
+        Some(v)
+    })
+}
+
+/// A child killed with SIGKILL and reaped on drop, even when the test fails.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }

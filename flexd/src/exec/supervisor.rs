@@ -312,12 +312,7 @@ fn watch(
 /// Start the job's first process: the script's interpreter on a memfd copy of the script, in a
 /// new process group, as the user.
 fn spawn_job(spec: &LaunchSpec, cg: Option<&JobCgroup>) -> Result<Child, String> {
-    let memfd =
-        nix::sys::memfd::memfd_create(c"flex-job-script", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
-            .map_err(|e| format!("memfd_create: {e}"))?;
-    std::fs::File::from(memfd.try_clone().map_err(|e| format!("memfd: {e}"))?)
-        .write_all(spec.script.as_bytes())
-        .map_err(|e| format!("cannot write the script to a memfd: {e}"))?;
+    let memfd = script_memfd(&spec.script)?;
     let script_fd = memfd.as_raw_fd();
     let (prog, arg) = interpreter(&spec.script);
     let mut cmd = Command::new(&prog);
@@ -328,62 +323,15 @@ fn spawn_job(spec: &LaunchSpec, cg: Option<&JobCgroup>) -> Result<Child, String>
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .process_group(0);
-
-    let privileged = nix::unistd::geteuid().is_root();
-    if !privileged && spec.uid != nix::unistd::geteuid().as_raw() {
-        return Err(format!(
-            "flexd runs as uid {} and cannot run a job as uid {}",
-            nix::unistd::geteuid(),
-            spec.uid
-        ));
-    }
-    let groups = privileged.then(|| {
-        CString::new(spec.user.as_bytes())
-            .ok()
-            .and_then(|u| nix::unistd::getgrouplist(&u, Gid::from_raw(spec.gid)).ok())
-            .unwrap_or_else(|| vec![Gid::from_raw(spec.gid)])
-    });
-    let cstr =
-        |p: &[u8], what: &str| CString::new(p).map_err(|_| format!("{what} contains a NUL byte"));
-    let workdir = cstr(spec.workdir.as_os_str().as_bytes(), "the working directory")?;
-    let stdout = cstr(spec.stdout.as_bytes(), "the output path")?;
-    let stderr = spec
-        .stderr
-        .as_ref()
-        .map(|p| cstr(p.as_bytes(), "the error path"))
-        .transpose()?;
-    let cgroup_procs = cg
-        .map(|c| cstr(c.procs_file().as_os_str().as_bytes(), "the cgroup path"))
-        .transpose()?;
-    let cpus = (!spec.cpus.is_empty()).then(|| {
-        let mut set = nix::sched::CpuSet::new();
-        for &c in &spec.cpus {
-            let _ = set.set(c as usize);
-        }
-        set
-    });
-    let (err_r, err_w) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
-    let ctx = ChildSetup {
-        uid: Uid::from_raw(spec.uid),
-        gid: Gid::from_raw(spec.gid),
-        groups,
-        workdir,
-        workdir_shown: spec.workdir.display().to_string(),
-        stdout,
-        stderr,
-        cpus,
-        script_fd,
-        err_w,
-        cgroup_procs,
-        umask: nix::sys::stat::Mode::from_bits_truncate(spec.umask & 0o777),
-    };
+    let (ctx, err_r) = ChildSetup::prepare(spec, cg, script_fd)?;
     // SAFETY: the closure runs in the forked child of this single-threaded process; it only
     // makes system calls and formats an error message before exec.
     unsafe {
         cmd.pre_exec(move || ctx.run());
     }
     let spawned = cmd.spawn();
+    // Drops this process's copy of the error pipe's write end (the closure holds it), so
+    // reading the pipe ends once the child's copy closes.
     drop(cmd);
     match spawned {
         Ok(child) => {
@@ -399,6 +347,17 @@ fn spawn_job(spec: &LaunchSpec, cg: Option<&JobCgroup>) -> Result<Child, String>
             Err(msg)
         }
     }
+}
+
+/// The script in a memfd, so the job can read it without it lying on disk.
+fn script_memfd(script: &str) -> Result<OwnedFd, String> {
+    let memfd =
+        nix::sys::memfd::memfd_create(c"flex-job-script", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+            .map_err(|e| format!("memfd_create: {e}"))?;
+    std::fs::File::from(memfd.try_clone().map_err(|e| format!("memfd: {e}"))?)
+        .write_all(script.as_bytes())
+        .map_err(|e| format!("cannot write the script to a memfd: {e}"))?;
+    Ok(memfd)
 }
 
 /// What the job's process does between fork and exec.
@@ -421,6 +380,66 @@ struct ChildSetup {
 }
 
 impl ChildSetup {
+    /// Everything the child needs, made before the fork (the child may only make system
+    /// calls); returns it with the read end of the pipe the child reports a failure on.
+    fn prepare(
+        spec: &LaunchSpec,
+        cg: Option<&JobCgroup>,
+        script_fd: i32,
+    ) -> Result<(ChildSetup, OwnedFd), String> {
+        let privileged = nix::unistd::geteuid().is_root();
+        if !privileged && spec.uid != nix::unistd::geteuid().as_raw() {
+            return Err(format!(
+                "flexd runs as uid {} and cannot run a job as uid {}",
+                nix::unistd::geteuid(),
+                spec.uid
+            ));
+        }
+        let groups = privileged.then(|| {
+            CString::new(spec.user.as_bytes())
+                .ok()
+                .and_then(|u| nix::unistd::getgrouplist(&u, Gid::from_raw(spec.gid)).ok())
+                .unwrap_or_else(|| vec![Gid::from_raw(spec.gid)])
+        });
+        let cstr = |p: &[u8], what: &str| {
+            CString::new(p).map_err(|_| format!("{what} contains a NUL byte"))
+        };
+        let workdir = cstr(spec.workdir.as_os_str().as_bytes(), "the working directory")?;
+        let stdout = cstr(spec.stdout.as_bytes(), "the output path")?;
+        let stderr = spec
+            .stderr
+            .as_ref()
+            .map(|p| cstr(p.as_bytes(), "the error path"))
+            .transpose()?;
+        let cgroup_procs = cg
+            .map(|c| cstr(c.procs_file().as_os_str().as_bytes(), "the cgroup path"))
+            .transpose()?;
+        let cpus = (!spec.cpus.is_empty()).then(|| {
+            let mut set = nix::sched::CpuSet::new();
+            for &c in &spec.cpus {
+                let _ = set.set(c as usize);
+            }
+            set
+        });
+        let (err_r, err_w) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+        let ctx = ChildSetup {
+            uid: Uid::from_raw(spec.uid),
+            gid: Gid::from_raw(spec.gid),
+            groups,
+            workdir,
+            workdir_shown: spec.workdir.display().to_string(),
+            stdout,
+            stderr,
+            cpus,
+            script_fd,
+            err_w,
+            cgroup_procs,
+            umask: nix::sys::stat::Mode::from_bits_truncate(spec.umask & 0o777),
+        };
+        Ok((ctx, err_r))
+    }
+
     fn fail(&self, what: String, e: nix::errno::Errno) -> std::io::Error {
         let msg = format!("{what}: {}", e.desc());
         let _ = nix::unistd::write(&self.err_w, msg.as_bytes());

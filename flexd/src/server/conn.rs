@@ -37,22 +37,42 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: UnixStream, _open: super:
         }
     };
     let mut buf = Vec::with_capacity(8192);
-    let max = || {
-        let l = shared.limits();
-        Budget {
-            max_frame: shared.max_frame.load(Ordering::Relaxed),
-            idle: l.idle_timeout,
-            frame: l.frame_timeout,
-            buffered: shared.buffered.clone(),
-            max_buffered: shared.max_buffered,
-        }
-    };
-    let hello: Hello = match read(&mut rd, &mut buf, max()).await {
-        Ok(h) => h,
-        Err(ReadError::Frame(FrameError::Closed)) => return,
-        Err(e) => {
-            refuse(&mut rd, &mut wr, &buf, &e).await;
+    if !hello(&shared, &peer, &mut rd, &mut wr, &mut buf).await {
+        return;
+    }
+    loop {
+        let req: Request = match read(&mut rd, &mut buf, Budget::now(&shared)).await {
+            Ok(r) => r,
+            Err(ReadError::Frame(FrameError::Closed)) => return,
+            Err(e) => {
+                refuse(&mut rd, &mut wr, &buf, &e).await;
+                return;
+            }
+        };
+        shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        let sent = answer(&shared, &peer, req, &mut wr).await;
+        shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if sent.is_err() {
             return;
+        }
+    }
+}
+
+/// Read the client's Hello and answer it; a client of another protocol version is told so.
+/// Returns whether the connection goes on to requests.
+async fn hello(
+    shared: &Shared,
+    peer: &Peer,
+    rd: &mut tokio::net::unix::OwnedReadHalf,
+    wr: &mut tokio::net::unix::OwnedWriteHalf,
+    buf: &mut Vec<u8>,
+) -> bool {
+    let hello: Hello = match read(rd, buf, Budget::now(shared)).await {
+        Ok(h) => h,
+        Err(ReadError::Frame(FrameError::Closed)) => return false,
+        Err(e) => {
+            refuse(rd, wr, buf, &e).await;
+            return false;
         }
     };
     if hello.version != proto::PROTOCOL_VERSION {
@@ -68,33 +88,15 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: UnixStream, _open: super:
             hello.version,
             proto::PROTOCOL_VERSION
         );
-        let _ = write(&mut wr, &Response::error(ErrorKind::VersionMismatch, msg)).await;
-        return;
+        let _ = write(wr, &Response::error(ErrorKind::VersionMismatch, msg)).await;
+        return false;
     }
     let server = format!("flexd {}", env!("CARGO_PKG_VERSION"));
     let ok = Response::Hello(flex_proto::HelloReply {
         version: proto::PROTOCOL_VERSION,
         server,
     });
-    if write(&mut wr, &ok).await.is_err() {
-        return;
-    }
-    loop {
-        let req: Request = match read(&mut rd, &mut buf, max()).await {
-            Ok(r) => r,
-            Err(ReadError::Frame(FrameError::Closed)) => return,
-            Err(e) => {
-                refuse(&mut rd, &mut wr, &buf, &e).await;
-                return;
-            }
-        };
-        shared.in_flight.fetch_add(1, Ordering::SeqCst);
-        let sent = answer(&shared, &peer, req, &mut wr).await;
-        shared.in_flight.fetch_sub(1, Ordering::SeqCst);
-        if sent.is_err() {
-            return;
-        }
-    }
+    write(wr, &ok).await.is_ok()
 }
 
 /// Answer one request: one frame, or a listing's pages one after the other (each made under
@@ -192,6 +194,20 @@ struct Budget {
     /// Bytes of unfinished frames all connections may hold, as permits.
     buffered: Arc<tokio::sync::Semaphore>,
     max_buffered: usize,
+}
+
+impl Budget {
+    /// The budget for the next frame, from the limits in force now (a reload may change them).
+    fn now(shared: &Shared) -> Budget {
+        let l = shared.limits();
+        Budget {
+            max_frame: shared.max_frame.load(Ordering::Relaxed),
+            idle: l.idle_timeout,
+            frame: l.frame_timeout,
+            buffered: shared.buffered.clone(),
+            max_buffered: shared.max_buffered,
+        }
+    }
 }
 
 async fn read<T: serde::de::DeserializeOwned>(
