@@ -50,7 +50,11 @@ pub fn start_daemon_with(config_lines: &str) -> Daemon {
     let config = dir.path().join("flexd.toml");
     std::fs::write(
         &config,
-        format!("{config_lines}kill_grace = \"1s\"\n[limits]\nmax_queued_per_user = 10000000\n"),
+        // One user plays every client: its queue and connection caps are lifted.
+        format!(
+            "{config_lines}kill_grace = \"1s\"\n[limits]\nmax_queued_per_user = 10000000\n\
+             max_connections_per_user = 100000\n"
+        ),
     )
     .unwrap();
     let socket = dir.path().join("flexd.sock");
