@@ -152,6 +152,7 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
     let conn = store::open(&paths.db)?;
     let now = unix_now();
     let rows = store::load_jobs(&conn, now.saturating_sub(settings.keep_finished.as_secs()))?;
+    let usage = store::usage::load(&conn)?;
     let (writer, _writer_thread) = Writer::spawn(conn);
     let mut state = State::new(
         cluster,
@@ -161,6 +162,7 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
         }),
         nix::unistd::geteuid().as_raw(),
     );
+    state.load_usage(&settings, usage);
     let run_dir = paths.run_dir.clone();
     state.recover(
         rows,

@@ -4,6 +4,7 @@ pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod exec;
+pub mod fairshare;
 pub mod metrics;
 pub mod paths;
 pub mod server;

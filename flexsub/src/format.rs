@@ -333,6 +333,8 @@ mod tests {
             estimated_start: None,
             exit_code: None,
             signal: None,
+            priority: None,
+            qos: None,
         }
     }
 

@@ -466,5 +466,7 @@ pub fn script_job(script: &str, workdir: &Path) -> JobSpec {
         stderr: None,
         request: ResourceRequest::leaves(1, 3600),
         account: None,
+        qos: None,
+        nice: 0,
     }
 }

@@ -1,7 +1,9 @@
 //! The dispatcher: the only code between a connection and the handlers. It routes each request
 //! to its handler, one file per request under [`super::handlers`], and answers nothing itself.
 
-use super::handlers::{accounting, cancel, job_ended, leaf_map, queue, submit, test_only, Peer};
+use super::handlers::{
+    accounting, cancel, job_ended, leaf_map, priority, queue, submit, test_only, Peer,
+};
 use super::{unix_now, Shared};
 use flex_proto::{Request, Response};
 
@@ -24,5 +26,9 @@ pub(crate) async fn dispatch(shared: &Shared, peer: &Peer, req: Request) -> Resp
             job_ended::reported(shared, peer, job)
         }
         Request::Accounting(q) => accounting::answer(shared, peer, q, now).await,
+        Request::Priority(q) => {
+            shared.with_core(|c| priority::priority(&c.settings, &c.state, &q, now))
+        }
+        Request::Shares(q) => shared.with_core(|c| priority::shares(&c.settings, &c.state, &q, now)),
     }
 }

@@ -33,7 +33,9 @@ pub(crate) async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver
         // served while it thinks; its decisions are checked again when they are applied.
         let plan = shared.with_core(|c| {
             c.state.take_dirty();
-            c.state.plan(unix_now()).map(|p| (p, c.settings.policy))
+            c.state
+                .plan(&c.settings, unix_now())
+                .map(|p| (p, c.settings.policy))
         });
         // Only real passes go into the histogram (none runs while nothing is pending).
         let ran = plan.is_some();

@@ -70,6 +70,8 @@ fn spec(leaves: u32) -> JobSpec {
         stderr: None,
         request: ResourceRequest::leaves(leaves, 600),
         account: None,
+        qos: None,
+        nice: 0,
     }
 }
 
@@ -470,6 +472,7 @@ fn row(id: u64, state: JobState, leaves: u32) -> JobRow {
         alloc: None,
         supervisor_pid: Some(77),
         master_port: None,
+        qos: None,
     }
 }
 

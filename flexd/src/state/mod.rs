@@ -22,6 +22,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+pub(crate) mod priority;
 mod queue;
 mod recover;
 use queue::Queue;
@@ -98,6 +99,12 @@ pub(crate) struct State {
     dirty: bool,
     cpus: CpuMap,
     signaller: Box<dyn Signaller>,
+    /// Fair-share usage per user and account (state/priority.rs).
+    ledger: priority::Ledger,
+    /// Each pending job's priority as of the last plan, by id.
+    priorities: Vec<(JobId, i64)>,
+    /// Fair-share usage halves every this many seconds (flexd.toml, as of the last plan).
+    half_life_s: u64,
     /// flexd's own effective uid.
     pub daemon_uid: u32,
 }
@@ -121,8 +128,17 @@ impl State {
             dirty: false,
             cpus,
             signaller,
+            ledger: priority::Ledger::default(),
+            priorities: Vec::new(),
+            half_life_s: 0,
             daemon_uid,
         }
+    }
+
+    /// Fair-share usage as stored, at start-up.
+    pub(crate) fn load_usage(&mut self, s: &Settings, rows: Vec<crate::store::usage::UsageRow>) {
+        self.ledger = priority::Ledger::load(rows);
+        self.half_life_s = s.priority.half_life_s;
     }
 
     pub(crate) fn signaller(&self) -> &dyn Signaller {
@@ -240,6 +256,7 @@ impl State {
             alloc: None,
             supervisor_pid: None,
             master_port: None,
+            qos: j.spec.qos,
         };
         let mut job = Job {
             row,
@@ -270,7 +287,7 @@ impl State {
     #[cfg(test)]
     /// One scheduling pass under the caller's lock (tests, and callers without one).
     pub(crate) fn schedule(&mut self, s: &Settings, now: u64) -> usize {
-        match self.plan(now) {
+        match self.plan(s, now) {
             Some(p) => {
                 let d = p.decide(&s.policy);
                 self.apply(s, d, now)
@@ -280,16 +297,38 @@ impl State {
     }
 
     /// The input of a pass, so the core can run without the lock; None with an empty queue.
-    pub(crate) fn plan(&mut self, now: u64) -> Option<Plan> {
+    /// Priorities and limits are decided here (state/priority.rs): the core gets plain numbers
+    /// and only the jobs no limit holds back.
+    pub(crate) fn plan(&mut self, s: &Settings, now: u64) -> Option<Plan> {
         if self.pending.is_empty() {
             return None;
         }
+        let snapshot = self.pending.snapshot();
+        let (queue, priorities) = priority::prioritize(&s.priority, self, &snapshot, now);
+        let (queue, held) = priority::apply_limits(&s.priority, self, queue);
+        let submitted = match s.policy.order {
+            sched::Order::Submit => HashMap::new(),
+            _ => queue
+                .iter()
+                .map(|p| (p.id, self.jobs[&p.id].row.submit_time))
+                .collect(),
+        };
+        self.priorities = priorities;
+        self.half_life_s = s.priority.half_life_s;
         Some(Plan {
             cluster: self.cluster.clone(),
-            queue: self.pending.snapshot(),
+            queue: Arc::new(queue),
             running: self.running_for_core(now),
             now,
+            held,
+            submitted,
         })
+    }
+
+    /// A pending job's priority as of the last plan.
+    fn priority_of(&self, id: JobId) -> Option<i64> {
+        let i = self.priorities.binary_search_by_key(&id, |p| p.0).ok()?;
+        Some(self.priorities[i].1)
     }
 
     /// Carry out what the core decided on a plan: start what it starts (unless the job left
@@ -402,6 +441,7 @@ impl State {
             signal: None,
             reason,
             cancelled_by: by,
+            charge: Vec::new(),
         })));
         self.dirty = true;
     }
@@ -422,6 +462,7 @@ impl State {
         j.row.signal = o.signal;
         j.row.reason = o.note.clone();
         let uid = j.row.uid;
+        let charge = self.ledger.charge(j, o.time, self.half_life_s);
         tracing::info!(
             "job {id}: {} (exit code {:?}, signal {:?})",
             o.state,
@@ -438,6 +479,7 @@ impl State {
             signal: o.signal,
             reason: o.note,
             cancelled_by: None,
+            charge,
         })));
         self.dirty = true;
         true
@@ -541,6 +583,8 @@ impl State {
             estimated_start: waiting.and_then(|w| w.estimated_start),
             exit_code: r.exit_code,
             signal: r.signal,
+            priority: waiting.and_then(|_| self.priority_of(r.id)),
+            qos: r.qos.clone(),
         }
     }
 
@@ -632,6 +676,10 @@ pub(crate) struct Plan {
     pub queue: Arc<Vec<PendingJob>>,
     pub running: Vec<RunningJob<Allocation>>,
     pub now: u64,
+    /// Jobs a limit holds back, with their reasons (not in `queue`).
+    pub held: Vec<sched::Pending>,
+    /// Submission times for the aging of the ordered policies (empty for `submit`).
+    pub submitted: HashMap<JobId, u64>,
 }
 
 /// Pending jobs, in queue order, that get an estimated start after each pass (the head always
@@ -642,7 +690,9 @@ pub(crate) const ESTIMATE_DEPTH: usize = 100;
 impl Plan {
     /// Run the scheduler core on it, with estimated starts for the first pending jobs.
     pub(crate) fn decide(&self, policy: &sched::Policy) -> Decisions<Allocation> {
-        let mut d = sched::schedule(&self.cluster, &self.queue, &self.running, self.now, policy);
+        let submitted = |p: &PendingJob| self.submitted.get(&p.id).copied().unwrap_or(self.now);
+        let (queue, running, now) = (&self.queue, &self.running, self.now);
+        let mut d = sched::schedule_with(&self.cluster, queue, running, now, policy, submitted);
         sched::estimate_starts(
             &self.cluster,
             &self.queue,
@@ -651,6 +701,7 @@ impl Plan {
             &mut d,
             ESTIMATE_DEPTH,
         );
+        d.pending.extend(self.held.iter().cloned());
         d
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod acct;
 pub mod schema;
+pub(crate) mod usage;
 pub(crate) mod writer;
 
 use flex_proto::{AllocView, JobSpec, JobState, LeafView};
@@ -124,6 +125,8 @@ impl NewJob {
                 stderr: None,
                 request: ResourceRequest::leaves(1, 60),
                 account: None,
+                qos: None,
+                nice: 0,
             },
             uid,
             gid: uid,
@@ -252,6 +255,8 @@ pub(crate) struct JobRow {
     pub alloc: Option<Box<StoredAlloc>>,
     pub supervisor_pid: Option<u32>,
     pub master_port: Option<u16>,
+    /// Its QOS; None for flexd's default_qos.
+    pub qos: Option<String>,
 }
 
 /// What a supervisor needs from the submission to run the job.
@@ -345,9 +350,9 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
     let mut st = tx.prepare_cached(
         "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, env_id, workdir,
             submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
-            cores_per_leaf, time_limit, priority, state, submit_time, eligible_time)
+            cores_per_leaf, time_limit, priority, state, submit_time, eligible_time, qos)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, 'PENDING', ?21, ?21)",
+            ?18, ?19, ?20, 'PENDING', ?21, ?21, ?22)",
     )?;
     st.execute(params![
         j.spec.name,
@@ -371,6 +376,7 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
         r.time_limit_s as i64,
         j.priority,
         j.submit_time as i64,
+        j.spec.qos,
     ])?;
     let id = JobId(tx.last_insert_rowid() as u64);
     event(tx, id, j.submit_time, None, JobState::Pending, None)?;
@@ -448,7 +454,7 @@ pub(crate) fn event(
 
 const ROW_COLUMNS: &str = "id, name, uid, gid, user, account, request, priority, state,
     submit_time, start_time, end_time, exit_code, signal, reason, allocation, supervisor_pid,
-    master_port";
+    master_port, qos";
 
 fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
     let id: i64 = r.get(0)?;
@@ -481,6 +487,7 @@ fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
             .transpose()?,
         supervisor_pid: r.get(16)?,
         master_port: r.get(17)?,
+        qos: r.get(18)?,
     })
 }
 

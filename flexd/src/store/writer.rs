@@ -5,6 +5,7 @@
 //! A change is acknowledged only after its transaction commits. When a batch fails, its
 //! changes are retried one transaction each, so one bad change does not fail the others.
 
+use super::usage::UsageRow;
 use super::{event, insert_job, start_job, state_name, Envs, NewJob, StoreError, StoredAlloc};
 use flex_proto::JobState;
 use gres_plugin::JobId;
@@ -28,6 +29,9 @@ pub(crate) struct End {
     pub reason: Option<String>,
     /// Who cancelled it, when someone did.
     pub cancelled_by: Option<u32>,
+    /// The fair-share usage its run leaves its user and account with (none if it never ran),
+    /// written in the same transaction as the end.
+    pub charge: Vec<UsageRow>,
 }
 
 /// One change to the database.
@@ -239,6 +243,7 @@ fn apply(tx: &Transaction, envs: &mut Envs, op: &Op) -> Result<Option<JobId>, St
                 e.cancelled_by,
             ])?;
             event(tx, e.job, e.time, Some(e.from), e.to, e.reason.as_deref())?;
+            super::usage::save(tx, &e.charge)?;
         }
         Op::Barrier => {}
     }

@@ -26,6 +26,12 @@ pub struct JobSpec {
     pub stderr: Option<String>,
     pub request: ResourceRequest,
     pub account: Option<String>,
+    /// The quality of service (`--qos`); None for flexd's default_qos.
+    #[serde(default)]
+    pub qos: Option<String>,
+    /// `--nice`: subtracted from the job's priority (negative only for root).
+    #[serde(default)]
+    pub nice: i32,
 }
 
 /// A job's environment: `[name, value]` pairs, kept as their JSON text. It is most of a
@@ -191,4 +197,10 @@ pub struct JobView {
     pub exit_code: Option<i32>,
     /// The signal that ended it, if one did.
     pub signal: Option<i32>,
+    /// A pending job's priority as of the last pass (flexq's `%Q`).
+    #[serde(default)]
+    pub priority: Option<i64>,
+    /// Its quality of service.
+    #[serde(default)]
+    pub qos: Option<String>,
 }

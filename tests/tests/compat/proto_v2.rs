@@ -89,6 +89,8 @@ fn spec() -> JobSpec {
             placement: None,
         },
         account: Some("vision".into()),
+        qos: None,
+        nice: 0,
     }
 }
 
@@ -180,6 +182,8 @@ pub fn samples() -> Vec<Msg> {
         estimated_start: None,
         exit_code: None,
         signal: None,
+        priority: None,
+        qos: None,
     };
     let ended = JobView {
         id: JobId(40),
@@ -191,6 +195,8 @@ pub fn samples() -> Vec<Msg> {
         reason: Some("time limit".into()),
         estimated_start: Some(1_795_512_400),
         signal: Some(15),
+        priority: None,
+        qos: None,
         exit_code: None,
         ..running.clone()
     };
@@ -237,6 +243,8 @@ pub fn samples() -> Vec<Msg> {
         Msg::Request(Request::TestOnly(JobSpec {
             request: fraction(),
             account: None,
+            qos: None,
+            nice: 0,
             stdout: None,
             stderr: None,
             ..spec()

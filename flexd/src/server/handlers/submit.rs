@@ -5,6 +5,7 @@
 use super::{err, Peer};
 use crate::config::Settings;
 use crate::server::Shared;
+use crate::state::priority;
 use crate::state::State;
 use crate::store::NewJob;
 use flex_proto::{ErrorKind, JobSpec, Response};
@@ -167,16 +168,60 @@ pub(crate) fn prepare_submit(
             ),
         ));
     }
+    let (spec, limited) = check_qos(s, st, peer, spec)?;
     st.begin_submission(peer.uid);
-    let start = st.start_now(s, &spec.request, now);
+    // A job a limit may hold back goes through a pass, where limits are decided.
+    let start = match limited {
+        false => st.start_now(s, &spec.request, now),
+        true => None,
+    };
     Ok(NewJob {
         account: spec.account.clone().unwrap_or_default(),
-        spec,
         uid: peer.uid,
         gid: peer.gid,
         user: peer.user.clone(),
-        priority: 0,
+        priority: -i64::from(spec.nice),
+        spec,
         submit_time: now,
         start,
     })
+}
+
+/// The job's QOS (named in the spec from here on), its nice and its submit limit; whether a
+/// running limit (of its QOS or its account) may hold it back.
+fn check_qos(
+    s: &Settings,
+    st: &State,
+    peer: &Peer,
+    mut spec: JobSpec,
+) -> Result<(JobSpec, bool), Response> {
+    let cfg = &s.priority;
+    if spec.nice < 0 && peer.uid != 0 {
+        return Err(err(
+            ErrorKind::PermissionDenied,
+            format!("only root may give a negative nice ({})", spec.nice),
+        ));
+    }
+    let (name, q) = cfg
+        .qos_for(spec.qos.as_deref(), &peer.user, spec.request.time_limit_s)
+        .map_err(|m| err(ErrorKind::InvalidRequest, m))?;
+    let max = q.max_submit_jobs_per_user;
+    if max > 0 && priority::queued_in_qos(cfg, st, peer.uid, name) >= max {
+        return Err(err(
+            ErrorKind::LimitExceeded,
+            format!(
+                "{} already has {max} jobs in qos {name} (max_submit_jobs_per_user; \
+                 QOSMaxSubmitJobPerUserLimit)",
+                peer.user
+            ),
+        ));
+    }
+    let limited = q.max_running_leaves_per_user > 0
+        || q.max_running_jobs_per_user > 0
+        || spec
+            .account
+            .as_ref()
+            .is_some_and(|a| cfg.account_limits.contains_key(a));
+    spec.qos = Some(name.to_string());
+    Ok((spec, limited))
 }
