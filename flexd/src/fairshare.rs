@@ -149,9 +149,9 @@ impl PriorityConfig {
             }
             qos.insert(name.clone(), q);
         }
-        let default_qos = match get("default_qos") {
+        let default_qos = match get("priority.default_qos") {
             toml::Value::String(s) if qos.contains_key(s) => s.clone(),
-            v => return Err(bad("default_qos", v, "must name a [qos.NAME] table")),
+            v => return Err(bad("priority.default_qos", v, "must name a [qos.NAME] table")),
         };
         Ok(PriorityConfig {
             weights: Weights {

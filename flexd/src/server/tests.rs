@@ -592,3 +592,6 @@ fn answers_are_framed_as_the_protocol_frames_them() {
         assert_eq!((back, used), (r, framed.len()));
     }
 }
+
+#[path = "tests/priority.rs"]
+mod priority;
