@@ -122,7 +122,11 @@ impl PriorityConfig {
         let int = |key: &str, min: i64| -> Result<u32, ConfigError> {
             match get(key) {
                 toml::Value::Integer(i) if (min..=MAX).contains(i) => Ok(*i as u32),
-                v => Err(bad(key, v, &format!("must be an integer from {min} to {MAX}"))),
+                v => Err(bad(
+                    key,
+                    v,
+                    &format!("must be an integer from {min} to {MAX}"),
+                )),
             }
         };
         let dur = |key: &str| -> Result<u64, ConfigError> {
@@ -141,17 +145,28 @@ impl PriorityConfig {
         };
         let mut qos = BTreeMap::new();
         for (name, v) in get("qos").as_table().expect("[qos] in etc/flexd.toml") {
-            let q: Qos = v.clone().try_into().map_err(|e: toml::de::Error| {
-                bad(&format!("qos.{name}"), v, e.message())
-            })?;
+            let q: Qos = v
+                .clone()
+                .try_into()
+                .map_err(|e: toml::de::Error| bad(&format!("qos.{name}"), v, e.message()))?;
             if i64::from(q.priority) > MAX {
-                return Err(bad(&format!("qos.{name}.priority"), &q.priority, "too large"));
+                return Err(bad(
+                    &format!("qos.{name}.priority"),
+                    &q.priority,
+                    "too large",
+                ));
             }
             qos.insert(name.clone(), q);
         }
         let default_qos = match get("priority.default_qos") {
             toml::Value::String(s) if qos.contains_key(s) => s.clone(),
-            v => return Err(bad("priority.default_qos", v, "must name a [qos.NAME] table")),
+            v => {
+                return Err(bad(
+                    "priority.default_qos",
+                    v,
+                    "must name a [qos.NAME] table",
+                ))
+            }
         };
         Ok(PriorityConfig {
             weights: Weights {

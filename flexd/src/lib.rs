@@ -1,5 +1,7 @@
 //! flexd: the Flex controller. `sched` is the pure scheduler core that flexd and flexsim share.
 
+#[doc(hidden)]
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod daemon;

@@ -361,7 +361,9 @@ impl Settings {
                         .parse()
                         .ok()
                         .filter(|n: &i32| (-10000..=10000).contains(n))
-                        .ok_or_else(|| format!("invalid nice {v:?}: an integer from -10000 to 10000"))?,
+                        .ok_or_else(|| {
+                            format!("invalid nice {v:?}: an integer from -10000 to 10000")
+                        })?,
                 )
             }
             Key::Leaves => self.leaves = Some(units::parse_count("leaves", v).map_err(e)?),

@@ -40,7 +40,11 @@ impl User {
                 .args(["-M", "-U", "-s", "/bin/sh", &name])
                 .output()
                 .expect("run useradd (install passwd)");
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         let u = nix::unistd::User::from_name(&name).unwrap().unwrap();
         User {
@@ -53,14 +57,19 @@ impl User {
     /// A flex command run as this user against `d`.
     fn flex(&self, d: &Daemon, command: &str) -> Command {
         let mut c = Command::new("setpriv");
-        c.args(["--reuid", &self.uid.to_string(), "--regid", &self.gid.to_string()])
-            .args(["--init-groups", "--"])
-            .arg(bin(command))
-            .env_clear()
-            .env("PATH", format!("{}:/usr/bin:/bin", bin_dir().display()))
-            .env("FLEX_SOCKET", d.socket())
-            .env("FLEX_CONFIG", d.config_path())
-            .current_dir(d.scratch("jobs"));
+        c.args([
+            "--reuid",
+            &self.uid.to_string(),
+            "--regid",
+            &self.gid.to_string(),
+        ])
+        .args(["--init-groups", "--"])
+        .arg(bin(command))
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", bin_dir().display()))
+        .env("FLEX_SOCKET", d.socket())
+        .env("FLEX_CONFIG", d.config_path())
+        .current_dir(d.scratch("jobs"));
         c
     }
 
@@ -69,10 +78,12 @@ impl User {
         let mut spec = script_job(script, &d.scratch("jobs"));
         spec.qos = qos.map(String::from);
         (0..n)
-            .map(|_| match d.request_as(self.uid, self.gid, &Request::Submit(spec.clone())) {
-                Response::Submitted(s) => s.job,
-                r => panic!("submission as {} refused: {r:?}\n{}", self.name, d.log()),
-            })
+            .map(
+                |_| match d.request_as(self.uid, self.gid, &Request::Submit(spec.clone())) {
+                    Response::Submitted(s) => s.job,
+                    r => panic!("submission as {} refused: {r:?}\n{}", self.name, d.log()),
+                },
+            )
             .collect()
     }
 
@@ -168,18 +179,27 @@ fn a_per_user_limit_holds_a_burst_and_a_higher_qos_jumps_the_queue() {
             .filter(|j| j.user == u.name && j.state == JobState::Running)
             .count()
     };
-    wait_for("A's first 4 jobs to run", || (running(&a) == 4).then_some(()));
+    wait_for("A's first 4 jobs to run", || {
+        (running(&a) == 4).then_some(())
+    });
     // Several passes later, still 4: the limit holds under the burst.
     std::thread::sleep(std::time::Duration::from_millis(2500));
     assert_eq!(running(&a), 4);
     let q = a.output(&d, "flexq", &["-t", "PD", "-o", "%i %u %r %Q %q", "-h"]);
-    assert!(q.lines().count() == 26 && q.contains("QOSMaxGRESPerUser"), "{q}");
+    assert!(
+        q.lines().count() == 26 && q.contains("QOSMaxGRESPerUser"),
+        "{q}"
+    );
     // B fills the rest of the host with high-QOS jobs in a burst of its own (no per-user limit
     // there), then one more high job waits: it is first in line, above A's backlog.
     let filler = b.submit_n(&d, 10, "sleep 60", Some("high"));
     wait_for("B's 10 jobs to run", || (running(&b) == 10).then_some(()));
     let dir = d.scratch("jobs");
-    std::fs::write(dir.join("urgent.sh"), "#!/bin/sh\n#SBATCH --qos high\nsleep 30\n").unwrap();
+    std::fs::write(
+        dir.join("urgent.sh"),
+        "#!/bin/sh\n#SBATCH --qos high\nsleep 30\n",
+    )
+    .unwrap();
     let out = b.output(&d, "flexsub", &["--parsable", "urgent.sh"]);
     let urgent = JobId(out.trim().parse().unwrap());
     let prio = b.output(&d, "flexprio", &["-h"]);
@@ -198,8 +218,9 @@ fn a_per_user_limit_holds_a_burst_and_a_higher_qos_jumps_the_queue() {
         .unwrap();
     assert!(cancel.success());
     d.wait_state(urgent, &[JobState::Running]);
-    assert!(burst.iter().all(|id| d.job(*id).unwrap().state != JobState::Running
-        || a_running.contains(id)));
+    assert!(burst
+        .iter()
+        .all(|id| d.job(*id).unwrap().state != JobState::Running || a_running.contains(id)));
     for id in burst.into_iter().chain(filler) {
         let _ = d.client().call(&Request::Cancel(flex_proto::CancelRequest {
             jobs: vec![id],

@@ -169,7 +169,7 @@ pub enum Reason {
     Unsatisfiable(String),
     /// Held back before the pass by a limit (a QOS or account limit); Slurm's name for it,
     /// such as `QOSMaxGRESPerUser`. The core never gives this reason: its caller does.
-    Limit(String),
+    Limit(std::borrow::Cow<'static, str>),
 }
 
 impl fmt::Display for Reason {

@@ -29,6 +29,8 @@ pub(crate) async fn dispatch(shared: &Shared, peer: &Peer, req: Request) -> Resp
         Request::Priority(q) => {
             shared.with_core(|c| priority::priority(&c.settings, &c.state, &q, now))
         }
-        Request::Shares(q) => shared.with_core(|c| priority::shares(&c.settings, &c.state, &q, now)),
+        Request::Shares(q) => {
+            shared.with_core(|c| priority::shares(&c.settings, &c.state, &q, now))
+        }
     }
 }

@@ -22,6 +22,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+mod prepare;
 pub(crate) mod priority;
 mod queue;
 mod recover;
@@ -101,6 +102,8 @@ pub(crate) struct State {
     signaller: Box<dyn Signaller>,
     /// Fair-share usage per user and account (state/priority.rs).
     ledger: priority::Ledger,
+    /// Each pending job's user, account and QOS, for priorities (state/prepare.rs).
+    roster: prepare::Roster,
     /// Each pending job's priority as of the last plan, by id.
     priorities: Vec<(JobId, i64)>,
     /// Fair-share usage halves every this many seconds (flexd.toml, as of the last plan).
@@ -129,6 +132,7 @@ impl State {
             cpus,
             signaller,
             ledger: priority::Ledger::default(),
+            roster: prepare::Roster::default(),
             priorities: Vec::new(),
             half_life_s: 0,
             daemon_uid,
@@ -266,6 +270,7 @@ impl State {
         match j.start {
             None => {
                 self.pending.push(pending_job(&job));
+                self.roster.add(&job);
                 self.jobs.insert(id, Box::new(job));
                 self.dirty = true;
             }
@@ -304,8 +309,17 @@ impl State {
             return None;
         }
         let snapshot = self.pending.snapshot();
-        let (queue, priorities) = priority::prioritize(&s.priority, self, &snapshot, now);
-        let (queue, held) = priority::apply_limits(&s.priority, self, queue);
+        let (queue, held) = match prepare::prepare(&s.priority, self, &snapshot, now) {
+            // All weights 0 and no limits: the queue as it was, priorities as submitted.
+            None => {
+                self.priorities.clear();
+                (snapshot, Vec::new())
+            }
+            Some(p) => {
+                self.priorities = p.priorities;
+                (Arc::new(p.queue), p.held)
+            }
+        };
         let submitted = match s.policy.order {
             sched::Order::Submit => HashMap::new(),
             _ => queue
@@ -313,11 +327,10 @@ impl State {
                 .map(|p| (p.id, self.jobs[&p.id].row.submit_time))
                 .collect(),
         };
-        self.priorities = priorities;
         self.half_life_s = s.priority.half_life_s;
         Some(Plan {
             cluster: self.cluster.clone(),
-            queue: Arc::new(queue),
+            queue,
             running: self.running_for_core(now),
             now,
             held,
@@ -325,10 +338,13 @@ impl State {
         })
     }
 
-    /// A pending job's priority as of the last plan.
-    fn priority_of(&self, id: JobId) -> Option<i64> {
-        let i = self.priorities.binary_search_by_key(&id, |p| p.0).ok()?;
-        Some(self.priorities[i].1)
+    /// A pending job's priority as of the last plan (its base priority when the last plan
+    /// computed none).
+    fn priority_of(&self, r: &JobRow) -> i64 {
+        match self.priorities.binary_search_by_key(&r.id, |p| p.0) {
+            Ok(i) => self.priorities[i].1,
+            Err(_) => r.priority,
+        }
     }
 
     /// Carry out what the core decided on a plan: start what it starts (unless the job left
@@ -402,6 +418,7 @@ impl State {
         j.row.alloc = Some(Box::new(stored.clone()));
         j.alloc = Some(Box::new(alloc));
         self.pending.remove(id);
+        self.roster.remove(id);
         self.running.insert(id);
         tracing::debug!("job {id}: starting on {}", stored.host);
         self.outbox.push(Effect::Start(
@@ -427,6 +444,7 @@ impl State {
             return;
         };
         self.pending.remove(id);
+        self.roster.remove(id);
         j.row.state = to;
         j.row.end_time = Some(now);
         j.row.reason = reason.clone();
@@ -583,7 +601,7 @@ impl State {
             estimated_start: waiting.and_then(|w| w.estimated_start),
             exit_code: r.exit_code,
             signal: r.signal,
-            priority: waiting.and_then(|_| self.priority_of(r.id)),
+            priority: waiting.map(|_| self.priority_of(r)),
             qos: r.qos.clone(),
         }
     }

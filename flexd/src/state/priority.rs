@@ -13,8 +13,6 @@ use crate::store::usage::{Holder, UsageRow};
 use crate::store::StoredAlloc;
 use flex_proto::{PrioRow, ShareRow};
 use flex_sched::fairshare::{self as fs, Decayed, Factors};
-use flex_sched::{Model as _, Pending, PendingJob, Reason};
-use gres_plugin::JobId;
 use std::collections::HashMap;
 
 /// Decayed usage per user and per account, in slice-seconds.
@@ -78,14 +76,28 @@ pub(crate) struct Shares<'a> {
 }
 
 impl<'a> Shares<'a> {
-    /// Decayed usage at `now`, plus what running jobs used so far; everyone with usage or a
-    /// job counts towards the totals of shares.
-    pub(crate) fn new(st: &'a State, cfg: &'a PriorityConfig, now: u64) -> Shares<'a> {
+    /// Decayed usage at `now`, plus what running jobs used so far; everyone with usage, a
+    /// running job or a pending one (`waiting`: users and accounts) counts towards the totals
+    /// of shares.
+    pub(crate) fn new(
+        st: &'a State,
+        cfg: &'a PriorityConfig,
+        now: u64,
+        waiting: impl Iterator<Item = (&'a str, &'a str)>,
+    ) -> Shares<'a> {
         let hl = cfg.half_life_s;
-        let mut users: HashMap<&str, f64> =
-            st.ledger.users.iter().map(|(k, d)| (k.as_str(), d.at(now, hl))).collect();
-        let mut accounts: HashMap<&str, f64> =
-            st.ledger.accounts.iter().map(|(k, d)| (k.as_str(), d.at(now, hl))).collect();
+        let mut users: HashMap<&str, f64> = st
+            .ledger
+            .users
+            .iter()
+            .map(|(k, d)| (k.as_str(), d.at(now, hl)))
+            .collect();
+        let mut accounts: HashMap<&str, f64> = st
+            .ledger
+            .accounts
+            .iter()
+            .map(|(k, d)| (k.as_str(), d.at(now, hl)))
+            .collect();
         for j in st.running_jobs() {
             let so_far = match (j.row.start_time, j.row.alloc.as_deref()) {
                 (Some(s), Some(a)) => held_slices(a) * now.saturating_sub(s) as f64,
@@ -94,9 +106,9 @@ impl<'a> Shares<'a> {
             *users.entry(&j.row.user).or_default() += so_far;
             *accounts.entry(&j.row.account).or_default() += so_far;
         }
-        for j in pending_jobs(st) {
-            users.entry(&j.row.user).or_default();
-            accounts.entry(&j.row.account).or_default();
+        for (user, account) in waiting {
+            users.entry(user).or_default();
+            accounts.entry(account).or_default();
         }
         let totals = |m: &HashMap<&str, f64>, shares: &dyn Fn(&str) -> u32| {
             m.iter()
@@ -171,7 +183,8 @@ impl<'a> Shares<'a> {
     }
 }
 
-/// A pending job's factors.
+/// A pending job's factors (flexprio; a pass computes the same in state/prepare.rs with the
+/// per-user parts computed once per user).
 pub(crate) fn factors(
     cfg: &PriorityConfig,
     shares: &Shares,
@@ -179,28 +192,49 @@ pub(crate) fn factors(
     j: &Job,
     now: u64,
 ) -> Factors {
-    let qos = qos_of(cfg, j).map_or(0, |q| q.priority);
-    let max_qos = cfg.max_qos_priority();
+    let fairshare = if cfg.weights.fairshare == 0 {
+        0.0
+    } else {
+        shares.factor(&j.row.user, &j.row.account)
+    };
+    let p = super::pending_job(j);
+    let q = qos_factor(cfg, qos_of(cfg, j));
+    job_factors(cfg, &p, j.row.submit_time, fairshare, q, units, now)
+}
+
+/// The factors from a queued job (its base priority as submitted), its submit time and its
+/// user's parts.
+pub(crate) fn job_factors(
+    cfg: &PriorityConfig,
+    p: &flex_sched::PendingJob,
+    submitted: u64,
+    fairshare: f64,
+    qos: f64,
+    units: u64,
+    now: u64,
+) -> Factors {
     Factors {
-        age: fs::age_factor(j.row.submit_time, now, cfg.weights.max_age_s),
-        fairshare: if cfg.weights.fairshare == 0 {
-            0.0
-        } else {
-            shares.factor(&j.row.user, &j.row.account)
-        },
-        job_size: (fs::requested_slices(&j.row.request) as f64 / units.max(1) as f64).min(1.0),
-        qos: if max_qos == 0 {
-            0.0
-        } else {
-            qos as f64 / max_qos as f64
-        },
-        base: j.row.priority,
+        age: fs::age_factor(submitted, now, cfg.weights.max_age_s),
+        fairshare,
+        job_size: (fs::requested_slices(&p.request) as f64 / units.max(1) as f64).min(1.0),
+        qos,
+        base: p.priority,
+    }
+}
+
+/// The QOS factor: its priority over the largest.
+pub(crate) fn qos_factor(cfg: &PriorityConfig, q: Option<&Qos>) -> f64 {
+    let max = cfg.max_qos_priority();
+    match q {
+        Some(q) if max > 0 => q.priority as f64 / max as f64,
+        _ => 0.0,
     }
 }
 
 /// A job's QOS (None when flexd.toml no longer defines it: no limits, no QOS priority).
 pub(crate) fn qos_of<'c>(cfg: &'c PriorityConfig, j: &Job) -> Option<&'c Qos> {
-    cfg.qos.get(j.row.qos.as_deref().unwrap_or(&cfg.default_qos))
+    cfg.qos
+        .get(j.row.qos.as_deref().unwrap_or(&cfg.default_qos))
 }
 
 /// flexprio's row for a pending job.
@@ -220,78 +254,6 @@ pub(crate) fn prio_row(cfg: &PriorityConfig, f: &Factors, j: &Job) -> PrioRow {
     }
 }
 
-/// What the limits have used so far in one walk: per (uid, QOS) and per account.
-#[derive(Default)]
-struct Use<'a> {
-    user: HashMap<(u32, &'a str), (u64, u64)>,
-    account: HashMap<&'a str, u64>,
-}
-
-/// Walk the queue in priority order and hold back each job that a limit stops, counting the
-/// jobs let through as if they started (so the core can never start more than a limit allows).
-/// Returns the queue to schedule and the held jobs with their reasons.
-pub(crate) fn apply_limits(
-    cfg: &PriorityConfig,
-    st: &State,
-    queue: Vec<PendingJob>,
-) -> (Vec<PendingJob>, Vec<Pending>) {
-    let limited = cfg.qos.values().any(|q| {
-        q.max_running_leaves_per_user > 0 || q.max_running_jobs_per_user > 0
-    }) || !cfg.account_limits.is_empty();
-    if !limited {
-        return (queue, Vec::new());
-    }
-    let mut used = Use::default();
-    for j in st.running_jobs() {
-        let leaves = j.row.alloc.as_deref().map_or(0.0, held_slices).ceil() as u64;
-        let qos = j.row.qos.as_deref().unwrap_or(&cfg.default_qos);
-        let u = used.user.entry((j.row.uid, qos)).or_default();
-        *u = (u.0 + leaves, u.1 + 1);
-        *used.account.entry(&j.row.account).or_default() += leaves;
-    }
-    let mut held = Vec::new();
-    let mut keep = Vec::with_capacity(queue.len());
-    for p in queue {
-        let j = st.job(p.id).expect("a queued job is known");
-        match over_limit(cfg, j, &mut used) {
-            None => keep.push(p),
-            Some(reason) => held.push(Pending {
-                job: p.id,
-                reason: Reason::Limit(reason.into()),
-                estimated_start: None,
-            }),
-        }
-    }
-    (keep, held)
-}
-
-/// The limit a job would exceed, by Slurm's name; when none, count it in.
-fn over_limit<'a>(cfg: &'a PriorityConfig, j: &'a Job, used: &mut Use<'a>) -> Option<&'static str> {
-    let leaves = fs::requested_slices(&j.row.request) as u64;
-    let qos_name = j.row.qos.as_deref().unwrap_or(&cfg.default_qos);
-    let q = cfg.qos.get(qos_name);
-    let u = used.user.get(&(j.row.uid, qos_name)).copied().unwrap_or((0, 0));
-    let acct = used.account.get(j.row.account.as_str()).copied().unwrap_or(0);
-    if let Some(q) = q {
-        let max = q.max_running_leaves_per_user as u64;
-        if max > 0 && u.0 + leaves > max {
-            return Some("QOSMaxGRESPerUser");
-        }
-        let max = q.max_running_jobs_per_user as u64;
-        if max > 0 && u.1 + 1 > max {
-            return Some("QOSMaxJobsPerUserLimit");
-        }
-    }
-    if let Some(&max) = cfg.account_limits.get(&j.row.account) {
-        if acct + leaves > max as u64 {
-            return Some("AssocGrpGRES");
-        }
-    }
-    used.user.insert((j.row.uid, qos_name), (u.0 + leaves, u.1 + 1));
-    used.account.insert(&j.row.account, acct + leaves);
-    None
-}
-
 /// Jobs of `uid` in QOS `qos` that are pending or running (for max_submit_jobs_per_user).
 pub(crate) fn queued_in_qos(cfg: &PriorityConfig, st: &State, uid: u32, qos: &str) -> u32 {
     let in_qos = |j: &&Job| j.row.qos.as_deref().unwrap_or(&cfg.default_qos) == qos;
@@ -299,41 +261,7 @@ pub(crate) fn queued_in_qos(cfg: &PriorityConfig, st: &State, uid: u32, qos: &st
     n.filter(|j| j.row.uid == uid).filter(in_qos).count() as u32
 }
 
-/// The queue for a pass with each job's priority recomputed, in the core's order, and the
-/// priorities by job id (what flexq's `%Q` shows).
-pub(crate) fn prioritize(
-    cfg: &PriorityConfig,
-    st: &State,
-    snapshot: &[PendingJob],
-    now: u64,
-) -> (Vec<PendingJob>, Vec<(JobId, i64)>) {
-    if cfg.weights.is_zero() {
-        let by_id = snapshot.iter().map(|p| (p.id, p.priority)).collect();
-        return (snapshot.to_vec(), sorted(by_id));
-    }
-    let shares = Shares::new(st, cfg, now);
-    let units = st.cluster.units();
-    let mut queue = Vec::with_capacity(snapshot.len());
-    let mut by_id = Vec::with_capacity(snapshot.len());
-    for p in snapshot {
-        let j = st.job(p.id).expect("a queued job is known");
-        let priority = factors(cfg, &shares, units, j, now).priority(&cfg.weights);
-        by_id.push((p.id, priority));
-        queue.push(PendingJob {
-            priority,
-            ..p.clone()
-        });
-    }
-    queue.sort_by_key(|j| (std::cmp::Reverse(j.priority), j.id));
-    (queue, sorted(by_id))
-}
-
-fn sorted(mut v: Vec<(JobId, i64)>) -> Vec<(JobId, i64)> {
-    v.sort_unstable_by_key(|p| p.0);
-    v
-}
-
-fn pending_jobs(st: &State) -> impl Iterator<Item = &Job> {
+pub(crate) fn pending_jobs(st: &State) -> impl Iterator<Item = &Job> {
     st.jobs()
         .filter(|j| j.row.state == flex_proto::JobState::Pending)
 }

@@ -41,6 +41,7 @@ impl State {
                 JobState::Pending => {
                     *self.queued.entry(job.row.uid).or_insert(0) += 1;
                     self.pending.push(pending_job(&job));
+                    self.roster.add(&job);
                     self.jobs.insert(id, Box::new(job));
                 }
                 JobState::Running => {

@@ -8,7 +8,8 @@ use rusqlite::{Connection, Transaction};
 pub const VERSION: u32 = 5;
 
 /// Migration `i` brings a database at version `i` to `i + 1`.
-const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] = [v1, v2, v3, v4, fairshare];
+const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] =
+    [v1, v2, v3, v4, fairshare];
 
 /// Why a database cannot be brought up to date.
 #[derive(Debug, thiserror::Error)]

@@ -14,7 +14,12 @@ use std::io::Write;
 #[command(name = "flexprio", version, disable_help_flag = true)]
 pub struct Args {
     /// Only these users' jobs (comma-separated names or uids).
-    #[arg(short = 'u', long = "user", value_delimiter = ',', value_name = "USERS")]
+    #[arg(
+        short = 'u',
+        long = "user",
+        value_delimiter = ',',
+        value_name = "USERS"
+    )]
     pub users: Vec<String>,
     /// Only these jobs (comma-separated ids).
     #[arg(short = 'j', long = "jobs", value_delimiter = ',', value_name = "IDS")]
@@ -127,7 +132,9 @@ mod tests {
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0].len(), lines[1].len(), "{t}");
-        assert!(lines[1].contains("alice") && lines[1].contains(" 2750 ") && lines[1].contains(" 250 "));
+        assert!(
+            lines[1].contains("alice") && lines[1].contains(" 2750 ") && lines[1].contains(" 250 ")
+        );
         let w = table(&r, true, false);
         assert!(w.starts_with("   Weights") && w.contains(" 10000 "), "{w}");
     }

@@ -14,7 +14,12 @@ use std::io::Write;
 #[command(name = "flexshare", version, disable_help_flag = true)]
 pub struct Args {
     /// Only these users (comma-separated names); without, every account and user.
-    #[arg(short = 'u', long = "users", value_delimiter = ',', value_name = "USERS")]
+    #[arg(
+        short = 'u',
+        long = "users",
+        value_delimiter = ',',
+        value_name = "USERS"
+    )]
     pub users: Vec<String>,
     /// Print JSON.
     #[arg(long)]

@@ -2,7 +2,7 @@
 //! account's shares, usage and fair-share factor, computed from the state as of now.
 
 use crate::config::Settings;
-use crate::state::priority::{factors, prio_row, Shares};
+use crate::state::priority::{factors, pending_jobs, prio_row, Shares};
 use crate::state::State;
 use flex_proto::{JobState, PrioQuery, PrioReply, PrioWeights, Response, ShareQuery};
 use flex_sched::Model as _;
@@ -10,7 +10,7 @@ use flex_sched::Model as _;
 /// The factors of the pending jobs the query selects, highest priority first.
 pub(crate) fn priority(s: &Settings, st: &State, q: &PrioQuery, now: u64) -> Response {
     let cfg = &s.priority;
-    let shares = Shares::new(st, cfg, now);
+    let shares = Shares::new(st, cfg, now, waiting(st));
     let units = st.cluster.units();
     let mut jobs: Vec<_> = st
         .jobs()
@@ -39,5 +39,10 @@ pub(crate) fn priority(s: &Settings, st: &State, q: &PrioQuery, now: u64) -> Res
 
 /// Accounts, then users, with their shares and usage.
 pub(crate) fn shares(s: &Settings, st: &State, q: &ShareQuery, now: u64) -> Response {
-    Response::Shares(Shares::new(st, &s.priority, now).rows(&q.users))
+    Response::Shares(Shares::new(st, &s.priority, now, waiting(st)).rows(&q.users))
+}
+
+/// The users and accounts of pending jobs.
+fn waiting(st: &State) -> impl Iterator<Item = (&str, &str)> {
+    pending_jobs(st).map(|j| (j.row.user.as_str(), j.row.account.as_str()))
 }

@@ -79,7 +79,10 @@ fn light_user_after_heavy(s: &Settings) -> Vec<u32> {
 #[test]
 fn fair_share_lets_a_light_user_past_a_heavy_users_backlog() {
     let s = Settings::defaults();
-    assert!(s.priority.weights.fairshare > 0, "fair share is on by default");
+    assert!(
+        s.priority.weights.fairshare > 0,
+        "fair share is on by default"
+    );
     assert_eq!(light_user_after_heavy(&s), [1002; 5]);
 }
 
@@ -93,7 +96,11 @@ fn all_zero_weights_keep_the_submission_order() {
 #[test]
 fn a_per_user_qos_limit_holds_jobs_back_with_slurms_reason() {
     let mut s = Settings::defaults();
-    s.priority.qos.get_mut("normal").unwrap().max_running_leaves_per_user = 4;
+    s.priority
+        .qos
+        .get_mut("normal")
+        .unwrap()
+        .max_running_leaves_per_user = 4;
     let (mut st, _) = state(0);
     let ids = submit_n(&s, &mut st, (1001, "alice"), 1, 10, None, NOW);
     // A burst of passes never lets more than 4 leaves run.
@@ -114,11 +121,18 @@ fn a_per_user_qos_limit_holds_jobs_back_with_slurms_reason() {
     let v = super::view(&st, ids[9]);
     assert_eq!(v.reason.as_deref(), Some("QOSMaxJobsPerUserLimit"));
     // An account limit counts every user of the account.
-    s.priority.qos.get_mut("normal").unwrap().max_running_jobs_per_user = 0;
+    s.priority
+        .qos
+        .get_mut("normal")
+        .unwrap()
+        .max_running_jobs_per_user = 0;
     s.priority.account_limits.insert("alice".into(), 4);
     st.schedule(&s, NOW + 7);
     assert_eq!(running_of(&st, 1001).len(), 4);
-    assert_eq!(super::view(&st, ids[9]).reason.as_deref(), Some("AssocGrpGRES"));
+    assert_eq!(
+        super::view(&st, ids[9]).reason.as_deref(),
+        Some("AssocGrpGRES")
+    );
 }
 
 #[test]
@@ -207,7 +221,10 @@ fn a_finished_run_is_charged_in_slice_seconds_with_its_end() {
         Response::Shares(r) => r,
         r => panic!("{r:?}"),
     };
-    let alice = rows.iter().find(|r| r.user.as_deref() == Some("alice")).unwrap();
+    let alice = rows
+        .iter()
+        .find(|r| r.user.as_deref() == Some("alice"))
+        .unwrap();
     assert_eq!(alice.raw_usage, 1.0);
     assert_eq!(alice.fairshare, 0.5, "all the usage, all the shares");
     // flexprio shows the factors that make up each pending job's priority.
@@ -218,5 +235,8 @@ fn a_finished_run_is_charged_in_slice_seconds_with_its_end() {
         panic!("{r:?}")
     };
     assert_eq!(p.jobs.len(), 7);
-    assert!(p.jobs.iter().all(|j| j.user == "bob" && j.fairshare == 10000.0));
+    assert!(p
+        .jobs
+        .iter()
+        .all(|j| j.user == "bob" && j.fairshare == 10000.0));
 }
