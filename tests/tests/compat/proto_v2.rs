@@ -27,6 +27,7 @@ pub fn dir() -> PathBuf {
 
 /// One message of the protocol, any direction.
 #[derive(Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)] // test samples, built once
 pub enum Msg {
     Hello(Hello),
     Request(Request),
@@ -380,7 +381,7 @@ pub fn samples() -> Vec<Msg> {
             norm_shares: 0.5,
             raw_usage: 2.5,
             effective_usage: 0.25,
-            fairshare: 0.70710678,
+            fairshare: 0.625,
         }])),
     ]
 }
