@@ -1,7 +1,7 @@
 //! Trace files: CSV with a header naming the columns, in any order.
 //!
 //! Required: `job_id,submit_s,leaves,duration_s,kind` (kind = train|infer). Optional: `mem_gb`
-//! (GPU memory, 10^9 bytes) and `time_limit_s` (defaults to [`user_limit`] of the duration with
+//! (GPU memory, 10^9 bytes), `user` (who submitted it, for `flexsim fairness`) and `time_limit_s` (defaults to [`user_limit`] of the duration with
 //! the middle overestimate, 1.5, on a 15-minute granularity). `duration_s` is the
 //! job's run time on a one-to-one MIG instance of its size. Times may have decimals; they are
 //! rounded up to whole seconds. Lines starting with `#` are comments. A bad row is rejected
@@ -23,6 +23,8 @@ pub struct TraceJob {
     pub kind: JobKind,
     pub mem_gb: Option<f64>,
     pub time_limit_s: Option<u64>,
+    /// Who submitted it (optional column `user`): fair share is between users.
+    pub user: Option<String>,
 }
 
 impl TraceJob {
@@ -67,7 +69,7 @@ pub enum TraceError {
 }
 
 const REQUIRED: [&str; 5] = ["job_id", "submit_s", "leaves", "duration_s", "kind"];
-const OPTIONAL: [&str; 2] = ["mem_gb", "time_limit_s"];
+const OPTIONAL: [&str; 3] = ["mem_gb", "time_limit_s", "user"];
 /// Larger than any host: a guard against typos such as `leaves=70000`.
 const MAX_LEAVES: u32 = 4096;
 /// Ten years: a guard against times given in milliseconds.
@@ -143,6 +145,7 @@ impl Trace {
             }
         }
         let (mem_col, limit_col) = (col("mem_gb"), col("time_limit_s"));
+        let user_col = col("user");
 
         let mut jobs = Vec::new();
         let mut first_line = std::collections::HashMap::new();
@@ -199,6 +202,10 @@ impl Trace {
                 None => None,
                 Some(s) => Some(seconds(s, false).map_err(|w| err("time_limit_s", s, w))?),
             };
+            let user = user_col
+                .map(field)
+                .filter(|s| !s.is_empty())
+                .map(String::from);
             jobs.push(TraceJob {
                 id,
                 submit_s,
@@ -207,6 +214,7 @@ impl Trace {
                 kind,
                 mem_gb,
                 time_limit_s,
+                user,
             });
         }
         if jobs.is_empty() {
@@ -227,6 +235,10 @@ impl Trace {
         if with_limit {
             header.push("time_limit_s");
         }
+        let with_user = self.jobs.iter().any(|j| j.user.is_some());
+        if with_user {
+            header.push("user");
+        }
         out.write_record(&header)?;
         for j in &self.jobs {
             let mut row = vec![
@@ -241,6 +253,9 @@ impl Trace {
             }
             if with_limit {
                 row.push(j.time_limit_s.map(|t| t.to_string()).unwrap_or_default());
+            }
+            if with_user {
+                row.push(j.user.clone().unwrap_or_default());
             }
             out.write_record(&row)?;
         }
