@@ -389,5 +389,14 @@ mod tests {
         let mut buf = Vec::new();
         t.write(&mut buf).unwrap();
         assert_eq!(parse(std::str::from_utf8(&buf).unwrap()).unwrap(), t);
+        let users = parse(
+            "job_id,submit_s,leaves,duration_s,kind,user\n1,0,1,60,train,ann\n2,1,1,60,train,\n",
+        )
+        .unwrap();
+        assert_eq!(users.jobs[0].user.as_deref(), Some("ann"));
+        assert_eq!(users.jobs[1].user, None);
+        let mut buf = Vec::new();
+        users.write(&mut buf).unwrap();
+        assert_eq!(parse(std::str::from_utf8(&buf).unwrap()).unwrap(), users);
     }
 }
