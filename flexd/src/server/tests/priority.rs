@@ -164,7 +164,11 @@ fn a_higher_qos_jumps_the_queue_and_qos_rules_are_checked_at_submission() {
     assert!(format!("{:?}", r.unwrap_err()).contains("QOSMaxWallDurationPerJobLimit"));
     // One high job per user at a time, pending or running: bob has his.
     sp.request.time_limit_s = 600;
-    s.priority.qos.get_mut("high").unwrap().max_submit_jobs_per_user = 1;
+    s.priority
+        .qos
+        .get_mut("high")
+        .unwrap()
+        .max_submit_jobs_per_user = 1;
     let r = handlers::submit::prepare_submit(&s, &mut st, &peer(1002, "bob"), sp.clone(), NOW);
     assert!(format!("{:?}", r.unwrap_err()).contains("QOSMaxSubmitJobPerUserLimit"));
     sp.qos = Some("nope".into());
