@@ -7,6 +7,8 @@
 #FLEX --time 2:00:00
 #FLEX --output ddp-%j.out
 set -euo pipefail
-cd "$(dirname "$0")"
+# The job starts where flexsub ran. $0 is not the submitted file (flexd hands the job a copy, as
+# Slurm does), so find files from the submit directory, never from "$(dirname "$0")".
+cd "$FLEX_SUBMIT_DIR"
 echo "job $FLEX_JOB_ID on $FLEX_HOST: leaves $FLEX_MIG_UUIDS, cores $FLEX_CPUS"
 flexrun --label python train.py --epochs 3

@@ -22,23 +22,28 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args()
 
-    dist.init_process_group("nccl")  # env:// rendezvous from flexrun's variables
-    torch.cuda.set_device(0)  # this rank's leaf, whatever its RANK
+    # On a GPU host each rank has its leaf as device 0 and talks NCCL; without CUDA (a test
+    # host, a laptop) the same loop runs on the CPU over gloo.
+    cuda = torch.cuda.is_available()
+    device = "cuda" if cuda else "cpu"
+    dist.init_process_group("nccl" if cuda else "gloo")  # env:// rendezvous from flexrun
+    if cuda:
+        torch.cuda.set_device(0)  # this rank's leaf, whatever its RANK
     rank, world = dist.get_rank(), dist.get_world_size()
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(
         torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10)
-    ).cuda()
-    model = DistributedDataParallel(model, device_ids=[0])
+    ).to(device)
+    model = DistributedDataParallel(model, device_ids=[0] if cuda else None)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.CrossEntropyLoss()
 
-    gen = torch.Generator(device="cuda").manual_seed(1234 + rank)
+    gen = torch.Generator(device=device).manual_seed(1234 + rank)
     for epoch in range(args.epochs):
         for _ in range(args.steps):
-            x = torch.randn(args.batch_size, 512, device="cuda", generator=gen)
-            y = torch.randint(0, 10, (args.batch_size,), device="cuda", generator=gen)
+            x = torch.randn(args.batch_size, 512, device=device, generator=gen)
+            y = torch.randint(0, 10, (args.batch_size,), device=device, generator=gen)
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(model(x), y)
             loss.backward()  # gradients are all-reduced across the leaves here

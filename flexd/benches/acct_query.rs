@@ -37,6 +37,9 @@ fn build(path: &std::path::Path) {
             account: None,
             qos: None,
             nice: 0,
+            queue: Default::default(),
+            umask: None,
+            signal: None,
         };
         let uid = 1000 + (i % 50) as u32;
         let id = store::insert_job(

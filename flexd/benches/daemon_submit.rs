@@ -42,6 +42,9 @@ fn spec(script: String, workdir: &Path, leaves: u32) -> JobSpec {
         account: None,
         qos: None,
         nice: 0,
+        queue: Default::default(),
+        umask: None,
+        signal: None,
     }
 }
 
@@ -174,6 +177,7 @@ fn throughput(clients: usize, total: usize) {
         &Request::Cancel(flex_proto::CancelRequest {
             jobs: all,
             signal: None,
+            tasks: vec![],
         }),
     );
     while job_state(&mut c, blocker).is_some_and(|s| !s.is_finished()) {

@@ -80,6 +80,9 @@ fn spec(workdir: &Path, name: &str, leaves: u32, script: &str) -> JobSpec {
         account: None,
         qos: None,
         nice: 0,
+        queue: Default::default(),
+        umask: None,
+        signal: None,
     }
 }
 
@@ -318,7 +321,11 @@ fn main() {
         let jobs = v.into_iter().map(|j| j.id).collect();
         call(
             &mut c,
-            &Request::Cancel(flex_proto::CancelRequest { jobs, signal: None }),
+            &Request::Cancel(flex_proto::CancelRequest {
+                jobs,
+                signal: None,
+                tasks: vec![],
+            }),
         );
     }
     std::thread::sleep(Duration::from_millis(1500));

@@ -21,6 +21,19 @@ pub struct Limits {
     pub max_directives: u32,
     pub max_queued_per_user: u32,
     pub max_frame_bytes: u64,
+    pub max_array_size: u32,
+    /// Connections one uid may hold open at once.
+    pub max_connections_per_user: u32,
+    /// File descriptors kept free of connections (for supervisors, the store, the launcher).
+    pub reserved_fds: u32,
+    /// A connection that sends nothing this long is closed.
+    pub idle_timeout: Duration,
+    /// A frame must arrive whole within this long of its first byte.
+    pub frame_timeout: Duration,
+    /// Longest job name flexd accepts, in bytes.
+    pub max_name_bytes: u32,
+    /// Bytes of request frames still arriving that flexd holds for all connections together.
+    pub max_buffered_bytes: u64,
 }
 
 /// Everything flexd is configured with (paths as written; [`crate::paths::Paths`] resolves
@@ -37,14 +50,42 @@ pub struct Settings {
     pub default_cpus_per_leaf: u32,
     pub nccl: NcclMode,
     pub slurm_aliases: bool,
+    /// Whether bash job scripts get an `srun` that runs flexrun (see [`SrunInJobs`]).
+    pub srun_in_jobs: SrunInJobs,
+    /// Whether bash job scripts get a `torchrun` that runs flexrun's torchrun personality.
+    pub torchrun_in_jobs: bool,
     pub placement: Strategy,
     pub round_up_fractions: bool,
     pub keep_finished: Duration,
+    /// Cancel jobs whose dependency can no longer be satisfied.
+    pub kill_invalid_depend: bool,
     /// Where to serve Prometheus metrics (None: nowhere).
     pub metrics_listen: Option<SocketAddr>,
     pub limits: Limits,
     /// Multifactor priority, fair share and QOS.
     pub priority: crate::fairshare::PriorityConfig,
+}
+
+/// `srun_in_jobs`: whether a bash job script's `srun` runs flexrun's Slurm personality.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SrunInJobs {
+    /// Where no Slurm `srun` is installed (the host's PATH and /usr/bin, /usr/local/bin).
+    Auto,
+    /// Always: a host with Slurm installed whose jobs still run under Flex.
+    Flexrun,
+    /// Never.
+    Off,
+}
+
+impl SrunInJobs {
+    fn parse(s: &str) -> Result<SrunInJobs, String> {
+        match s {
+            "auto" => Ok(SrunInJobs::Auto),
+            "flexrun" => Ok(SrunInJobs::Flexrun),
+            "off" => Ok(SrunInJobs::Off),
+            _ => Err("must be \"auto\", \"flexrun\" or \"off\"".into()),
+        }
+    }
 }
 
 /// Command-line values that override the files.
@@ -177,17 +218,31 @@ impl Settings {
             default_cpus_per_leaf: src.int("default_cpus_per_leaf", 1, 1024)? as u32,
             nccl,
             slurm_aliases: src.bool("slurm_aliases")?,
+            srun_in_jobs: src.parsed("srun_in_jobs", SrunInJobs::parse)?,
+            torchrun_in_jobs: src.bool("torchrun_in_jobs")?,
             placement: src.parsed("placement", |s| {
                 Strategy::parse(s).ok_or_else(|| format!("must be one of {:?}", Strategy::NAMES))
             })?,
             round_up_fractions: src.bool("round_up_fractions")?,
             keep_finished: src.duration("keep_finished", secs(30 * 86400))?,
+            kill_invalid_depend: src.bool("kill_invalid_depend")?,
             metrics_listen: metrics_listen(&src)?,
             limits: Limits {
                 max_script_bytes: src.size("limits.max_script_bytes", 64 << 20)?,
                 max_directives: src.int("limits.max_directives", 1, 100_000)? as u32,
                 max_queued_per_user: src.int("limits.max_queued_per_user", 1, 10_000_000)? as u32,
                 max_frame_bytes: src.size("limits.max_frame_bytes", 1 << 30)?,
+                max_array_size: src.int("limits.max_array_size", 1, 1_000_000)? as u32,
+                max_connections_per_user: src.int(
+                    "limits.max_connections_per_user",
+                    1,
+                    1_000_000,
+                )? as u32,
+                reserved_fds: src.int("limits.reserved_fds", 16, 1_000_000)? as u32,
+                idle_timeout: src.duration("limits.idle_timeout", secs(86400))?,
+                frame_timeout: src.duration("limits.frame_timeout", secs(3600))?,
+                max_name_bytes: src.int("limits.max_name_bytes", 1, 65536)? as u32,
+                max_buffered_bytes: src.size("limits.max_buffered_bytes", 16 << 30)?,
             },
             priority: crate::fairshare::PriorityConfig::from_table(&table, origin)?,
         };
@@ -248,6 +303,11 @@ impl Settings {
         diff("kill_grace", d(self.kill_grace), d(new.kill_grace));
         diff("keep_finished", d(self.keep_finished), d(new.keep_finished));
         diff(
+            "kill_invalid_depend",
+            self.kill_invalid_depend.to_string(),
+            new.kill_invalid_depend.to_string(),
+        );
+        diff(
             "metrics_listen",
             format!("{:?}", self.metrics_listen),
             format!("{:?}", new.metrics_listen),
@@ -266,6 +326,16 @@ impl Settings {
             "slurm_aliases",
             self.slurm_aliases.to_string(),
             new.slurm_aliases.to_string(),
+        );
+        diff(
+            "srun_in_jobs",
+            format!("{:?}", self.srun_in_jobs),
+            format!("{:?}", new.srun_in_jobs),
+        );
+        diff(
+            "torchrun_in_jobs",
+            self.torchrun_in_jobs.to_string(),
+            new.torchrun_in_jobs.to_string(),
         );
         diff(
             "placement",

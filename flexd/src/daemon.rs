@@ -14,7 +14,7 @@ use flex_sched::{Cluster, ClusterConfig};
 use gres_plugin::JobId;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -37,8 +37,10 @@ pub enum DaemonError {
     Config(#[from] ConfigError),
     #[error("another flexd answers on {0}")]
     AlreadyRunning(PathBuf),
-    #[error("another flexd uses the state directory {0} (it holds {0}/flexd.lock)")]
+    #[error("another flexd uses the state directory {0} (it holds a lock on the directory)")]
     StateLocked(PathBuf),
+    #[error("state directory {path}: {why}")]
+    Insecure { path: PathBuf, why: String },
     #[error("{path} exists and is not a socket; refusing to replace it")]
     NotASocket { path: PathBuf },
     #[error("host model: {0}")]
@@ -62,7 +64,9 @@ impl DaemonError {
             DaemonError::AlreadyRunning(_) | DaemonError::StateLocked(_) => 3,
             DaemonError::Topology(_) => 4,
             DaemonError::Store(_) => 5,
-            DaemonError::NotASocket { .. } | DaemonError::Io { .. } => 1,
+            DaemonError::NotASocket { .. }
+            | DaemonError::Io { .. }
+            | DaemonError::Insecure { .. } => 1,
         }
     }
 }
@@ -103,8 +107,47 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
     for w in warnings {
         tracing::warn!("{w}");
     }
+    let paths = private_dirs(&settings)?;
+    let lock = lock_state_dir(&paths)?;
+    let fd_limit = raise_nofile();
+    check_socket(&paths.socket)?;
+    let (cluster, cpus) = host_model(&paths, &opts, &settings)?;
+    let (writer, _writer_thread, state) = recovered_state(&paths, &settings, cluster, cpus)?;
+    let (launch_tx, launch_rx) = mpsc::channel();
+    let shared = Arc::new(Shared::new(
+        Core { settings, state },
+        writer,
+        launch_tx,
+        paths.run_dir.clone(),
+        paths.db.clone(),
+    ));
+    shared.with_core(|_| ());
+    let open_now = std::fs::read_dir("/proc/self/fd").map_or(64, |d| d.count());
+    shared
+        .fd_budget
+        .store(fd_limit.saturating_sub(open_now), Ordering::Relaxed);
+    let launcher = Launcher {
+        exe: std::env::current_exe().map_err(io("own executable", Path::new("/proc/self/exe")))?,
+        db: paths.db.clone(),
+        run_dir: paths.run_dir.clone(),
+        socket: paths.socket.clone(),
+    };
+    launcher.spawn(launch_rx, shared.clone())?;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("flexd")
+        .build()
+        .map_err(io("tokio runtime", Path::new("-")))?;
+    let r = rt.block_on(serve(shared, &paths, &opts));
+    drop(lock);
+    r
+}
+
+/// Resolve flexd's paths and make its state and run directories exist, flexd's alone.
+fn private_dirs(settings: &Settings) -> Result<Paths, DaemonError> {
     let cwd = std::env::current_dir().map_err(io("working directory", Path::new(".")))?;
-    let paths = Paths::resolve(&settings, &cwd);
+    let paths = Paths::resolve(settings, &cwd);
     for dir in [&paths.state_dir, &paths.run_dir] {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -112,9 +155,19 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
             .create(dir)
             .map_err(io("cannot create", dir))?;
     }
-    let lock = lock_state_dir(&paths)?;
-    check_socket(&paths.socket)?;
+    for dir in [&paths.state_dir, &paths.run_dir] {
+        make_private(dir)?;
+    }
+    Ok(paths)
+}
 
+/// This host as the scheduler sees it (from NVML or the topology file), and how the model's
+/// cores map to real ones; says in the log how jobs will be held (cgroups or not).
+fn host_model(
+    paths: &Paths,
+    opts: &Options,
+    settings: &Settings,
+) -> Result<(Cluster, CpuMap), DaemonError> {
     let found = gres_plugin::probe::discover(&paths.topology, opts.force_topology)?;
     tracing::info!(
         "host model from {}: {} GPUs, {} leaves, {} cores",
@@ -148,12 +201,27 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
             round_up_fractions: settings.round_up_fractions,
         },
     );
+    Ok((cluster, cpus))
+}
 
+/// Open the database, start its writer and bring back the jobs of the flexd before (see
+/// [`State::recover`]).
+fn recovered_state(
+    paths: &Paths,
+    settings: &Settings,
+    cluster: Cluster,
+    cpus: CpuMap,
+) -> Result<(Writer, std::thread::JoinHandle<()>, State), DaemonError> {
     let conn = store::open(&paths.db)?;
+    // SQLite creates the -wal and -shm files with the database's mode.
+    for dir in [&paths.state_dir, &paths.run_dir] {
+        make_private(dir)?;
+    }
     let now = unix_now();
-    let rows = store::load_jobs(&conn, now.saturating_sub(settings.keep_finished.as_secs()))?;
-    let usage = store::usage::load(&conn)?;
-    let (writer, _writer_thread) = Writer::spawn(conn);
+    let rows = store::load_jobs(&conn, now.saturating_sub(settings.keep_finished.as_secs()))
+        .map_err(|e| e.in_file(&paths.db))?;
+    let usage = store::usage::load(&conn).map_err(|e| e.in_file(&paths.db))?;
+    let (writer, writer_thread) = Writer::spawn(conn);
     let mut state = State::new(
         cluster,
         cpus,
@@ -162,7 +230,7 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
         }),
         nix::unistd::geteuid().as_raw(),
     );
-    state.load_usage(&settings, usage);
+    state.load_usage(settings, usage);
     let run_dir = paths.run_dir.clone();
     state.recover(
         rows,
@@ -170,40 +238,25 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
         |row| find(&run_dir, row.id, row.supervisor_pid),
         |row| server::kill_leftovers(&run_dir, row.id),
     );
-    let (launch_tx, launch_rx) = mpsc::channel();
-    let shared = Arc::new(Shared::new(
-        Core { settings, state },
-        writer,
-        launch_tx,
-        paths.run_dir.clone(),
-        paths.db.clone(),
-    ));
-    shared.with_core(|_| ());
-    let launcher = Launcher {
-        exe: std::env::current_exe().map_err(io("own executable", Path::new("/proc/self/exe")))?,
-        db: paths.db.clone(),
-        run_dir: paths.run_dir.clone(),
-        socket: paths.socket.clone(),
-    };
-    launcher.spawn(launch_rx, shared.clone())?;
-
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("flexd")
-        .build()
-        .map_err(io("tokio runtime", Path::new("-")))?;
-    let r = rt.block_on(serve(shared, &paths, &opts));
-    drop(lock);
-    r
+    Ok((writer, writer_thread, state))
 }
 
-/// What became of a job that was running when flexd stopped.
+/// What became of a job that was running when flexd stopped. A supervisor that cannot be
+/// checked is taken as alive: the next health check looks again.
 fn find(run_dir: &Path, job: JobId, recorded: Option<u32>) -> Found {
     if let Ok(Some(s)) = files::read_status(run_dir, job) {
         return Found::Ended(s);
     }
-    if let Some(pid) = files::find_supervisor(run_dir, job, recorded) {
-        return Found::Alive(pid);
+    match files::find_supervisor(run_dir, job, recorded) {
+        Ok(Some(pid)) => return Found::Alive(pid),
+        Ok(None) => {}
+        Err(e) => {
+            if let Some(pid) = recorded {
+                tracing::warn!("job {job}: cannot check its supervisor ({e}); keeping it");
+                return Found::Alive(pid);
+            }
+            tracing::error!("job {job}: cannot check its supervisor: {e}");
+        }
     }
     // It may have written its status between the two looks.
     match files::read_status(run_dir, job) {
@@ -212,16 +265,76 @@ fn find(run_dir: &Path, job: JobId, recorded: Option<u32>) -> Found {
     }
 }
 
-/// Hold an exclusive lock on the state directory for flexd's lifetime.
+/// Raise the soft open-file limit to the hard one (connections, supervisors' pipes and the
+/// store all need descriptors); returns the soft limit in force.
+fn raise_nofile() -> usize {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    // Beyond this a select()-using library would break, and memory per slot adds up.
+    let want = hard.min(1 << 20);
+    if want > soft {
+        match setrlimit(Resource::RLIMIT_NOFILE, want, hard) {
+            Ok(()) => {
+                tracing::info!("open-file limit raised from {soft} to {want}");
+                return want as usize;
+            }
+            Err(e) => tracing::warn!("cannot raise the open-file limit from {soft}: {e}"),
+        }
+    }
+    soft as usize
+}
+
+/// Hold an exclusive lock on the state directory itself for flexd's lifetime: no file to
+/// delete undoes it.
 fn lock_state_dir(paths: &Paths) -> Result<nix::fcntl::Flock<std::fs::File>, DaemonError> {
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&paths.lock)
-        .map_err(io("cannot open", &paths.lock))?;
-    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock)
+    let d = std::fs::File::open(&paths.state_dir).map_err(io("cannot open", &paths.state_dir))?;
+    nix::fcntl::Flock::lock(d, nix::fcntl::FlockArg::LockExclusiveNonblock)
         .map_err(|_| DaemonError::StateLocked(paths.state_dir.clone()))
+}
+
+/// Make a state directory flexd's alone: it must belong to flexd's uid (else refuse); the
+/// directory becomes 0700 and the files in it 0600 where they were looser.
+fn make_private(dir: &Path) -> Result<(), DaemonError> {
+    let me = nix::unistd::geteuid().as_raw();
+    let meta = std::fs::symlink_metadata(dir).map_err(io("cannot inspect", dir))?;
+    let insecure = |why: String| DaemonError::Insecure {
+        path: dir.to_path_buf(),
+        why,
+    };
+    if !meta.is_dir() {
+        return Err(insecure("is not a directory (a symlink?)".into()));
+    }
+    if meta.uid() != me {
+        return Err(insecure(format!(
+            "belongs to uid {}, not to flexd's uid {me}; refusing to keep scripts and \
+             environments in it",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        tracing::warn!(
+            "state directory {} was mode {:o}; making it 0700",
+            dir.display(),
+            meta.mode() & 0o7777
+        );
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(io("cannot chmod", dir))?;
+    }
+    for e in std::fs::read_dir(dir)
+        .map_err(io("cannot list", dir))?
+        .flatten()
+    {
+        let Ok(m) = e.path().symlink_metadata() else {
+            continue;
+        };
+        if m.is_file() && m.mode() & 0o077 != 0 {
+            std::fs::set_permissions(e.path(), std::fs::Permissions::from_mode(0o600))
+                .map_err(io("cannot chmod", &e.path()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Refuse to start when another flexd answers on the socket; remove a stale socket file.
@@ -234,11 +347,27 @@ fn check_socket(path: &Path) -> Result<(), DaemonError> {
                 path: path.to_path_buf(),
             })
         }
-        Ok(_) => {
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                return Err(DaemonError::AlreadyRunning(path.to_path_buf()));
+        Ok(m) => {
+            let me = nix::unistd::geteuid().as_raw();
+            // Another flexd is one of our own uid; a socket another user bound at our path
+            // (in /tmp while flexd was down) is replaced, not obeyed.
+            if let Ok(s) = std::os::unix::net::UnixStream::connect(path) {
+                let peer =
+                    nix::sys::socket::getsockopt(&s, nix::sys::socket::sockopt::PeerCredentials)
+                        .map(|c| c.uid());
+                if peer.map_or(true, |uid| uid == me) {
+                    return Err(DaemonError::AlreadyRunning(path.to_path_buf()));
+                }
+                tracing::warn!(
+                    "{} is served by uid {} (its file belongs to uid {}), not by flexd's uid \
+                     {me}; replacing it",
+                    path.display(),
+                    peer.unwrap_or(u32::MAX),
+                    m.uid()
+                );
+            } else {
+                tracing::info!("removing the stale socket {}", path.display());
             }
-            tracing::info!("removing the stale socket {}", path.display());
             std::fs::remove_file(path).map_err(io("cannot remove", path))?;
         }
     }
@@ -284,11 +413,14 @@ async fn serve(shared: Arc<Shared>, paths: &Paths, opts: &Options) -> Result<(),
     loop {
         tokio::select! {
             r = listener.accept() => match r {
-                Ok((stream, _)) => {
-                    tokio::spawn(server::serve(shared.clone(), stream));
-                }
+                Ok((stream, _)) => match shared.open_conn() {
+                    Ok(open) => {
+                        tokio::spawn(server::serve(shared.clone(), stream, open));
+                    }
+                    Err(why) => server::health::warn_limited(&why),
+                },
                 Err(e) => {
-                    tracing::warn!("accept: {e}");
+                    server::health::warn_limited(&format!("accept: {e}"));
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             },

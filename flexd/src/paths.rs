@@ -11,8 +11,6 @@ pub(crate) struct Paths {
     pub state_dir: PathBuf,
     /// The SQLite database.
     pub db: PathBuf,
-    /// Held with an exclusive lock while flexd runs: one daemon per state directory.
-    pub lock: PathBuf,
     /// Supervisors' run and status files.
     pub run_dir: PathBuf,
     /// A file path, or the bare name of a shipped topology (the probe finds its compiled-in
@@ -39,7 +37,6 @@ impl Paths {
         Paths {
             socket: abs(&s.socket),
             db: state_dir.join("flex.db"),
-            lock: state_dir.join("flexd.lock"),
             run_dir: state_dir.join("run"),
             state_dir,
             topology,

@@ -34,8 +34,34 @@ impl Client {
         Self::connect_to(&path, client)
     }
 
-    /// Connect to `path` and exchange Hellos.
+    /// Is the server root, `flexd_user` or this process's own user (SO_PEERCRED)? Checked
+    /// before anything else is sent: a user who bound the socket path while flexd was down
+    /// would otherwise receive scripts and environments.
+    fn check_server(&self, flexd_user: &str) -> Result<(), Error> {
+        let cred =
+            nix::sys::socket::getsockopt(&self.stream, nix::sys::socket::sockopt::PeerCredentials)
+                .map_err(|e| Error::Unreachable {
+                    path: self.path.clone(),
+                    source: e.into(),
+                })?;
+        let uid = cred.uid();
+        let named = (!flexd_user.is_empty())
+            .then(|| nix::unistd::User::from_name(flexd_user).ok().flatten())
+            .flatten()
+            .map(|u| u.uid.as_raw());
+        if uid == 0 || uid == nix::unistd::geteuid().as_raw() || Some(uid) == named {
+            return Ok(());
+        }
+        Err(Error::Impostor {
+            path: self.path.clone(),
+            uid,
+            flexd_user: flexd_user.to_string(),
+        })
+    }
+
+    /// Connect to `path`, check who serves it, and exchange Hellos.
     pub fn connect_to(path: &Path, client: &str) -> Result<Self, Error> {
+        let flexd_user = flex_proto::config::flexd_user(|k| std::env::var(k).ok())?;
         let stream = UnixStream::connect(path).map_err(|source| Error::Unreachable {
             path: path.to_path_buf(),
             source,
@@ -51,6 +77,7 @@ impl Client {
             path: path.to_path_buf(),
             server: String::new(),
         };
+        c.check_server(&flexd_user)?;
         let hello = Hello {
             version: PROTOCOL_VERSION,
             client: client.to_string(),

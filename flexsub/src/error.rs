@@ -46,6 +46,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "refusing to talk to {}: it is served by uid {uid}, not by root, flexd_user{} or \
+         yourself; nothing was sent (is flexd down and another user holding its socket?)",
+        path.display(),
+        if flexd_user.is_empty() { String::new() } else { format!(" ({flexd_user})") }
+    )]
+    Impostor {
+        path: PathBuf,
+        uid: u32,
+        flexd_user: String,
+    },
     #[error("lost the connection to flexd at {}: {source}", path.display())]
     Connection {
         path: PathBuf,
@@ -76,9 +87,10 @@ impl Error {
         match self {
             Error::Input(_) | Error::Read { .. } | Error::Estimate(_) => exit::REJECTED,
             Error::Usage(_) => exit::USAGE,
-            Error::Unreachable { .. } | Error::Connection { .. } | Error::Config(_) => {
-                exit::UNREACHABLE
-            }
+            Error::Unreachable { .. }
+            | Error::Impostor { .. }
+            | Error::Connection { .. }
+            | Error::Config(_) => exit::UNREACHABLE,
             Error::Daemon { kind, .. } => match kind {
                 ErrorKind::VersionMismatch => exit::VERSION_MISMATCH,
                 ErrorKind::PermissionDenied => exit::PERMISSION_DENIED,
@@ -108,7 +120,10 @@ pub fn default_sigpipe() {
 
 /// Print `prog: error` to stderr and return the exit code: what every binary's `main` ends with.
 pub fn report(prog: &str, err: &Error) -> i32 {
-    eprintln!("{prog}: {err}");
+    // One line per problem (a script with several bad directives), each naming the command.
+    for line in err.to_string().lines() {
+        eprintln!("{prog}: {line}");
+    }
     err.exit_code()
 }
 

@@ -8,6 +8,7 @@
 
 use crate::units::push_duration;
 use crate::when;
+use flex_proto::text::escape_controls;
 use flex_proto::{JobState, JobView};
 use jiff::tz::TimeZone;
 
@@ -204,10 +205,11 @@ impl Format {
             match p {
                 Piece::Text(t) => s.push_str(t),
                 Piece::Column(c) => {
-                    let v = printable(&cell(c.field));
+                    let cell = cell(c.field);
+                    let v = escape_controls(&cell);
                     let v: String = match c.width {
                         Some(w) => v.chars().take(w).collect(),
-                        None => v,
+                        None => v.into_owned(),
                     };
                     let pad = c.width.unwrap_or(0).saturating_sub(v.chars().count());
                     if c.right {
@@ -223,23 +225,6 @@ impl Format {
         }
         s.trim_end().to_string()
     }
-}
-
-/// Control characters (a newline, a terminal escape) shown as `\n`, `\u{1b}`: a job's name
-/// never forges a line or moves the cursor.
-fn printable(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
-        return s.to_string();
-    }
-    s.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
 }
 
 fn duration(secs: u64) -> String {
@@ -270,7 +255,7 @@ fn value(f: Field, j: &JobView, now: u64, tz: &TimeZone) -> String {
     let host = || j.alloc.as_ref().map(|a| a.host.clone()).unwrap_or_default();
     let limit = j.request.time_limit_s;
     match f {
-        Field::JobId => j.id.to_string(),
+        Field::JobId => j.array.map_or_else(|| j.id.to_string(), |a| a.to_string()),
         Field::Name => j.name.clone(),
         Field::User => j.user.clone(),
         Field::StateCompact => j.state.code().into(),
@@ -300,7 +285,7 @@ fn value(f: Field, j: &JobView, now: u64, tz: &TimeZone) -> String {
         Field::SchedNodes => "(null)".into(),
         Field::ExitCode => format!("{}:{}", j.exit_code.unwrap_or(0), j.signal.unwrap_or(0)),
         // A pending job's priority as of flexd's last pass; 0 for the others, as squeue.
-        Field::Priority => j.priority.unwrap_or(0).to_string(),
+        Field::Priority => j.priority.to_string(),
         Field::Qos => j.qos.clone().unwrap_or_else(|| "normal".into()),
     }
 }
@@ -340,7 +325,12 @@ mod tests {
             estimated_start: None,
             exit_code: None,
             signal: None,
-            priority: None,
+            array: None,
+            dependency: None,
+            restarts: 0,
+            requeue: true,
+            priority: 0,
+            nice: 0,
             qos: None,
         }
     }
@@ -386,7 +376,7 @@ mod tests {
     fn priority_and_qos_columns() {
         let tz = TimeZone::UTC;
         let mut j = job(JobState::Pending);
-        j.priority = Some(10500);
+        j.priority = 10500;
         j.qos = Some("high".into());
         let f = Format::short("%i %Q %q").unwrap();
         assert_eq!(f.header(), "JOBID PRIORITY QOS");

@@ -32,10 +32,17 @@ pub enum Key {
     Dtype,
     Train,
     Infer,
+    Array,
+    Dependency,
+    Hold,
+    Requeue,
+    NoRequeue,
     /// Slurm's node count: Flex runs a job on one host.
     Nodes,
     /// Slurm's `--export`: Flex always exports the whole environment.
     Export,
+    /// sbatch's `--signal=[B:]SIG[@SECONDS]`.
+    Signal,
     /// Slurm options with no meaning on one Flex host; accepted with a warning.
     Ignored,
 }
@@ -88,7 +95,7 @@ pub const OPTIONS: &[OptSpec] = &[
         "output",
         Some('o'),
         Some("PATTERN"),
-        "stdout file; %j job id, %x job name, %u user, %% a percent sign",
+        "stdout file; %j job id, %x job name, %u user, %A array job id, %a array task index, %% a percent sign",
     ),
     opt(
         Key::Error,
@@ -217,6 +224,41 @@ pub const OPTIONS: &[OptSpec] = &[
         "Lower the job's priority by N (-10000 to 10000; below 0 only for root)",
     ),
     opt(
+        Key::Array,
+        "array",
+        Some('a'),
+        Some("INDEXES"),
+        "A job array, a task per index: 0-15, 1,3,7, 1-9:2, combined; %N runs at most N tasks at once (0-99%4)",
+    ),
+    opt(
+        Key::Dependency,
+        "dependency",
+        Some('d'),
+        Some("LIST"),
+        "Start after other jobs: after, afterany, afterok, afternotok, aftercorr:ID[:ID...], singleton; ',' all of them, '?' any",
+    ),
+    opt(
+        Key::Hold,
+        "hold",
+        Some('H'),
+        None,
+        "Submit held (JobHeldUser) until `flexcontrol release`",
+    ),
+    opt(
+        Key::Requeue,
+        "requeue",
+        None,
+        None,
+        "The job may be requeued (the default)",
+    ),
+    opt(
+        Key::NoRequeue,
+        "no-requeue",
+        None,
+        None,
+        "The job may not be requeued",
+    ),
+    opt(
         Key::Nodes,
         "nodes",
         Some('N'),
@@ -250,6 +292,13 @@ pub const OPTIONS: &[OptSpec] = &[
         None,
         Some("N"),
         "Accepted and ignored: flexrun starts one rank per leaf",
+    ),
+    opt(
+        Key::Signal,
+        "signal",
+        None,
+        Some("[B:]SIG[@SECONDS]"),
+        "Send SIG (a name or number) SECONDS (default 60) before the time limit; with B: to the batch shell only, else to the whole job",
     ),
     opt(
         Key::Ignored,
@@ -299,6 +348,42 @@ pub struct Settings {
     pub seq_len: Option<u32>,
     pub dtype: Option<Dtype>,
     pub mode: Option<Mode>,
+    pub queue: flex_proto::QueueOptions,
+    pub signal: Option<flex_proto::WarnSignal>,
+}
+
+/// `[B:]SIG[@SECONDS]`, as sbatch's `--signal` (R:, a reservation's end, means nothing here).
+pub fn parse_warn_signal(v: &str) -> Result<flex_proto::WarnSignal, String> {
+    let (batch_only, rest) = match v.split_once(':') {
+        Some(("B", r)) => (true, r),
+        Some((p, _)) => {
+            return Err(format!(
+                "invalid signal spec {v:?}: prefix {p}: is not B: (R: has no meaning without reservations)"
+            ))
+        }
+        None => (false, v),
+    };
+    let (sig, secs) = match rest.split_once('@') {
+        Some((sig, t)) => (
+            sig,
+            t.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|&t| t <= 65535)
+                .ok_or_else(|| {
+                    format!(
+                        "invalid signal spec {v:?}: {t:?} is not a number of seconds (0 to 65535)"
+                    )
+                })?,
+        ),
+        None => (rest, 60),
+    };
+    let signal = units::parse_signal(sig).map_err(|e| e.to_string())?;
+    Ok(flex_proto::WarnSignal {
+        signal,
+        before_s: secs,
+        batch_only,
+    })
 }
 
 fn non_empty(what: &str, v: &str) -> Result<String, String> {
@@ -389,6 +474,14 @@ impl Settings {
                         .map_err(|err: crate::estimate::ParseDtypeError| err.to_string())?,
                 )
             }
+            Key::Array => self.queue.array = Some(flex_proto::ArraySpec::parse(v)?),
+            Key::Dependency => {
+                self.queue.dependency = Some(flex_proto::Dependency::parse(v)?);
+            }
+            Key::Signal => self.signal = Some(parse_warn_signal(v)?),
+            Key::Hold => self.queue.hold = true,
+            Key::Requeue => self.queue.requeue = Some(true),
+            Key::NoRequeue => self.queue.requeue = Some(false),
             Key::Train => self.mode = Some(Mode::Train),
             Key::Infer => self.mode = Some(Mode::Infer),
             Key::Nodes => {
@@ -433,15 +526,13 @@ impl Settings {
         if self.mem_bytes.is_some() {
             return Err("--mem and --model both size GPU memory: give one".into());
         }
-        let (Some(batch_size), Some(seq_len), Some(mode)) =
-            (self.batch_size, self.seq_len, self.mode)
-        else {
-            return Err("--model needs --batch-size, --seq-len and --train or --infer".into());
+        let Some(mode) = self.mode else {
+            return Err("--model needs --train or --infer".into());
         };
         Ok(Some(crate::estimate::EstimateInput {
             model: model.clone(),
-            batch_size,
-            seq_len,
+            batch_size: self.batch_size.unwrap_or(1),
+            seq_len: self.seq_len,
             dtype: self.dtype,
             mode,
             margin: crate::estimate::DEFAULT_MARGIN,
@@ -559,11 +650,24 @@ mod tests {
         set(&mut s, "batch-size", "8").unwrap();
         assert!(s.estimate_input().unwrap_err().contains("need --model"));
         set(&mut s, "model", "/m").unwrap();
-        assert!(s.estimate_input().unwrap_err().contains("--seq-len"));
-        set(&mut s, "seq-len", "128").unwrap();
+        assert!(s
+            .estimate_input()
+            .unwrap_err()
+            .contains("--train or --infer"));
         s.apply(by_long("train").unwrap(), None).unwrap();
+        // Without --seq-len, the model's own context length (found when the model is read).
         let i = s.estimate_input().unwrap().unwrap();
-        assert_eq!((i.batch_size, i.seq_len, i.mode), (8, 128, Mode::Train));
+        assert_eq!((i.batch_size, i.seq_len), (8, None));
+        set(&mut s, "seq-len", "128").unwrap();
+        let i = s.estimate_input().unwrap().unwrap();
+        assert_eq!(
+            (i.batch_size, i.seq_len, i.mode),
+            (8, Some(128), Mode::Train)
+        );
+        let mut d = Settings::default();
+        set(&mut d, "model", "/m").unwrap();
+        d.apply(by_long("infer").unwrap(), None).unwrap();
+        assert_eq!(d.estimate_input().unwrap().unwrap().batch_size, 1);
         set(&mut s, "mem", "1G").unwrap();
         assert!(s.estimate_input().unwrap_err().contains("give one"));
     }

@@ -116,13 +116,16 @@ fn directive(line: &str) -> Option<(&'static str, &str)> {
 }
 
 /// Apply the directives of `script` (shown as `file` in messages) to `settings`, in order.
-/// Returns warnings for options Flex accepts but ignores.
+/// Returns warnings for options Flex accepts but ignores. A bad directive does not stop the
+/// reading: every bad one is reported, one per line of the error, so a user fixes a script in
+/// one round.
 pub fn apply_directives(
     file: &str,
     script: &str,
     settings: &mut Settings,
 ) -> Result<Vec<String>, String> {
     let mut warnings = Vec::new();
+    let mut errors = Vec::new();
     for (idx, line) in script.lines().enumerate() {
         let n = idx + 1;
         let trimmed = line.trim();
@@ -133,29 +136,44 @@ pub fn apply_directives(
             continue;
         };
         let at = |msg: String| format!("{file}:{n}: {prefix} {msg}");
-        let ws = words(rest).map_err(|e| at(format!("{}: {e}", rest.trim())))?;
-        for w in options_of(&ws).map_err(at)? {
-            if prefix == "#SBATCH" && w.spec.key == Key::Mem {
-                // Slurm's --mem is host memory, which Flex does not allocate: an existing
-                // script must not turn its RAM request into GPU leaves.
-                let mut probe = Settings::default();
-                probe
-                    .apply(w.spec, w.value)
-                    .map_err(|e| at(format!("{}: {e}", w.shown)))?;
-                warnings.push(at(format!(
-                    "{}: --mem is host memory in Slurm and is ignored; ask for GPU memory with #FLEX --mem",
-                    w.shown
-                )));
+        let written = words(rest)
+            .map_err(|e| format!("{}: {e}", rest.trim()))
+            .and_then(|ws| {
+                options_of(&ws).map(|w| {
+                    w.into_iter()
+                        .map(|w| (w.spec, w.value.map(str::to_owned), w.shown.to_string()))
+                        .collect::<Vec<_>>()
+                })
+            });
+        let written = match written {
+            Ok(w) => w,
+            Err(e) => {
+                errors.push(at(e));
                 continue;
             }
-            match settings.apply(w.spec, w.value) {
-                Ok(Some(warning)) => warnings.push(at(format!("{}: {warning}", w.shown))),
+        };
+        for (spec, value, shown) in written {
+            let applied = if prefix == "#SBATCH" && spec.key == Key::Mem {
+                // Slurm's --mem is host memory, which Flex does not allocate: an existing
+                // script must not turn its RAM request into GPU leaves.
+                Settings::default().apply(spec, value.as_deref()).map(|_| {
+                    Some("--mem is host memory in Slurm and is ignored; ask for GPU memory with #FLEX --mem".to_string())
+                })
+            } else {
+                settings.apply(spec, value.as_deref())
+            };
+            match applied {
+                Ok(Some(warning)) => warnings.push(at(format!("{shown}: {warning}"))),
                 Ok(None) => {}
-                Err(e) => return Err(at(format!("{}: {e}", w.shown))),
+                Err(e) => errors.push(at(format!("{shown}: {e}"))),
             }
         }
     }
-    Ok(warnings)
+    if errors.is_empty() {
+        Ok(warnings)
+    } else {
+        Err(errors.join("\n"))
+    }
 }
 
 /// Refuse a script with more than `max` directive lines (flexd's `max_directives`), naming the
@@ -195,6 +213,26 @@ mod tests {
         let mut s = Settings::default();
         let w = apply_directives("job.sh", script, &mut s)?;
         Ok((s, w))
+    }
+
+    #[test]
+    fn arrays_dependencies_and_holds_come_from_either_prefix() {
+        let (s, w) = read(
+            "#!/bin/sh\n#SBATCH --array=1-9:2%3 -H\n#FLEX --dependency=afterok:5:6_2,singleton\n\
+             #FLEX --no-requeue\ntrue\n",
+        )
+        .unwrap();
+        assert!(w.is_empty(), "{w:?}");
+        let q = &s.queue;
+        assert_eq!(
+            q.array.as_ref().map(|a| a.to_string()),
+            Some("1-9:2%3".into())
+        );
+        let d = q.dependency.as_ref().unwrap().to_string();
+        assert_eq!(d, "afterok:5,afterok:6_2,singleton");
+        assert_eq!((q.hold, q.requeue), (true, Some(false)));
+        let e = read("#!/bin/sh\n#SBATCH --array=5-1\n").unwrap_err();
+        assert!(e.starts_with("job.sh:2: #SBATCH --array=5-1"), "{e}");
     }
 
     #[test]
@@ -296,14 +334,27 @@ mod tests {
                 "job.sh:2: #FLEX -J 'open: unclosed ' quote",
             ),
             (
-                "#!/bin/sh\n#SBATCH -o slurm-%A.out\n",
-                "job.sh:2: #SBATCH -o slurm-%A.out: invalid output pattern",
+                "#!/bin/sh\n#SBATCH -o slurm-%N.out\n",
+                "job.sh:2: #SBATCH -o slurm-%N.out: invalid output pattern",
             ),
         ];
         for (script, want) in cases {
             let e = read(script).unwrap_err();
             assert!(e.starts_with(want), "{e}\n  wanted: {want}");
         }
+    }
+
+    #[test]
+    fn every_bad_directive_is_reported_at_once() {
+        let e = read(
+            "#!/bin/sh\n#SBATCH -t never\n#SBATCH -J ok\n#FLEX --leaves=0 -J 'open\n#SBATCH --bogus\n",
+        )
+        .unwrap_err();
+        let lines: Vec<&str> = e.lines().collect();
+        assert_eq!(lines.len(), 3, "{e}");
+        assert!(lines[0].starts_with("job.sh:2: #SBATCH -t never"), "{e}");
+        assert!(lines[1].starts_with("job.sh:4: #FLEX"), "{e}");
+        assert!(lines[2].starts_with("job.sh:5: #SBATCH --bogus"), "{e}");
     }
 
     #[test]

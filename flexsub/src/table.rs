@@ -3,6 +3,7 @@
 //! views and the current time.
 
 use crate::units::{format_duration, push_duration, push_u64};
+use flex_proto::text::escape_controls;
 use flex_proto::{thousandths, AllocView, HostLeaves, JobState, QueueRow, WouldStart};
 use gres_plugin::topology::format_cpu_list;
 use std::fmt::Write as _;
@@ -64,7 +65,15 @@ impl Columns {
         });
     }
 
+    /// End the cell of the last `len` bytes; control characters in it are escaped (a job
+    /// name must not forge a line or drive the terminal).
     fn close(&mut self, len: usize) {
+        let from = self.text.len() - len;
+        if let std::borrow::Cow::Owned(safe) = escape_controls(&self.text[from..]) {
+            self.text.truncate(from);
+            self.text.push_str(&safe);
+        }
+        let len = self.text.len() - from;
         let col = self.ends.len() % self.widths.len();
         let w = width(&self.text[self.text.len() - len..]);
         self.widths[col] = self.widths[col].max(w);
@@ -121,7 +130,13 @@ impl QueueTable {
 
     pub fn push(&mut self, j: &QueueRow<'_>) {
         let t = &mut self.0;
-        t.cell_with(|s| push_u64(s, j.id.0));
+        t.cell_with(|s| {
+            push_u64(s, j.id.0);
+            if let Some(a) = &j.array {
+                s.push('_');
+                s.push_str(a);
+            }
+        });
         t.cell(&j.name);
         t.cell(&j.user);
         t.cell(j.state.code());
@@ -301,6 +316,7 @@ mod tests {
             start: None,
             host: None,
             reason: None,
+            array: None,
         }
     }
 

@@ -198,6 +198,8 @@ enum Piece<'a> {
     JobId,
     Name,
     User,
+    ArrayJob,
+    ArrayTask,
     Percent,
 }
 
@@ -213,13 +215,15 @@ fn pieces(pattern: &str) -> Result<Vec<Piece<'_>>, ValueError> {
             Some('j') => Piece::JobId,
             Some('x') => Piece::Name,
             Some('u') => Piece::User,
+            Some('A') => Piece::ArrayJob,
+            Some('a') => Piece::ArrayTask,
             Some('%') => Piece::Percent,
             other => {
                 let esc = other.map_or_else(|| "%".to_string(), |c| format!("%{c}"));
                 return Err(bad(
                     "output pattern",
                     pattern,
-                    format!("unknown escape {esc:?}; Flex knows %j (job id), %x (job name), %u (user) and %%"),
+                    format!("unknown escape {esc:?}; Flex knows %j (job id), %x (job name), %u (user), %A (array job id), %a (array task index) and %%"),
                 ));
             }
         };
@@ -232,7 +236,8 @@ fn pieces(pattern: &str) -> Result<Vec<Piece<'_>>, ValueError> {
     Ok(out)
 }
 
-/// Check an output pattern (`%j` job id, `%x` job name, `%u` user, `%%` a percent sign).
+/// Check an output pattern (`%j` job id, `%x` job name, `%u` user, `%A` array job id, `%a`
+/// array task index, `%%` a percent sign).
 pub fn parse_output_pattern(s: &str) -> Result<String, ValueError> {
     if s.is_empty() {
         return Err(bad("output pattern", s, "the path is empty"));
@@ -244,7 +249,8 @@ pub fn parse_output_pattern(s: &str) -> Result<String, ValueError> {
     Ok(s.to_string())
 }
 
-/// Expand a pattern accepted by [`parse_output_pattern`].
+/// Expand a pattern accepted by [`parse_output_pattern`], for a job outside an array (`%A` is
+/// its id, `%a` Slurm's 4294967294).
 pub fn expand_output_pattern(
     pattern: &str,
     job: impl fmt::Display,
@@ -255,7 +261,8 @@ pub fn expand_output_pattern(
         .into_iter()
         .map(|p| match p {
             Piece::Text(t) => t.to_string(),
-            Piece::JobId => job.to_string(),
+            Piece::JobId | Piece::ArrayJob => job.to_string(),
+            Piece::ArrayTask => (u32::MAX - 1).to_string(),
             Piece::Name => name.to_string(),
             Piece::User => user.to_string(),
             Piece::Percent => "%".to_string(),
@@ -404,13 +411,17 @@ mod tests {
             expand_output_pattern("o-%j-%x-%u-%%", 7, "train", "ann").unwrap(),
             "o-7-train-ann-%"
         );
-        for s in ["slurm-%A.out", "a%", "%5j", ""] {
+        assert_eq!(
+            expand_output_pattern("%A_%a", 7, "", "").unwrap(),
+            "7_4294967294"
+        );
+        for s in ["slurm-%N.out", "a%", "%5j", ""] {
             assert!(parse_output_pattern(s).is_err(), "{s}");
         }
-        let e = parse_output_pattern("slurm-%A.out")
+        let e = parse_output_pattern("slurm-%N.out")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("\"%A\""), "{e}");
+        assert!(e.contains("\"%N\""), "{e}");
     }
 
     #[test]

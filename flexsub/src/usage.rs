@@ -138,6 +138,8 @@ pub(crate) mod tests {
             } else {
                 Vec::new()
             },
+            array: None,
+            restarts: 0,
         }
     }
 

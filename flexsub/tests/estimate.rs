@@ -80,7 +80,7 @@ fn input(model: PathBuf, mode: Mode) -> EstimateInput {
     EstimateInput {
         model,
         batch_size: 2,
-        seq_len: 8,
+        seq_len: Some(8),
         dtype: None,
         mode,
         margin: 0.10,
@@ -177,7 +177,7 @@ fn training_beats_inference_for_llama_7b_from_config() {
     )
     .unwrap();
     let mut run = input(dir.path().into(), Mode::Infer);
-    run.seq_len = 2048;
+    run.seq_len = Some(2048);
     let infer = estimate(&run).unwrap();
     assert_eq!(infer.params_source, "config.json (llama)");
     assert_eq!(infer.dtype, Dtype::F16);
@@ -324,9 +324,37 @@ fn zero_batch_or_sequence_is_refused() {
         "batch size must be at least 1"
     );
     run.batch_size = 1;
-    run.seq_len = 0;
+    run.seq_len = Some(0);
     assert_eq!(
         estimate(&run).unwrap_err().to_string(),
         "sequence length must be at least 1"
     );
+}
+
+#[test]
+fn without_a_sequence_length_the_models_context_length_is_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |extra: &str| {
+        format!(
+            r#"{{"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096,
+            "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
+            "num_key_value_heads": 32, "torch_dtype": "float16"{extra}}}"#
+        )
+    };
+    std::fs::write(
+        dir.path().join("config.json"),
+        config(r#", "max_position_embeddings": 2048"#),
+    )
+    .unwrap();
+    let mut run = input(dir.path().into(), Mode::Infer);
+    run.seq_len = None;
+    let b = estimate(&run).unwrap();
+    // As with --seq-len 2048: 2 · 32 layers · 2 · 2048 · 4096 · 2 bytes.
+    assert_eq!(b.kv_cache_bytes, 2 << 30);
+    assert!(b
+        .render()
+        .contains("sequence length 2048: the model's context length"));
+    std::fs::write(dir.path().join("config.json"), config("")).unwrap();
+    let e = estimate(&run).unwrap_err().to_string();
+    assert!(e.contains("give --seq-len"), "{e}");
 }

@@ -355,6 +355,34 @@ fn estimate_only_prints_the_breakdown_even_without_a_daemon() {
     assert!(mem > 1 << 30, "{mem}");
     assert_eq!(spec.request.leaves, None);
 
+    // No script and no --wrap: an estimate reads nothing from standard input; --json.
+    let d = FakeDaemon::start(dir.path(), would_start);
+    let out = flexsub(
+        &d.path,
+        dir.path(),
+        &[
+            "--model",
+            m,
+            "--infer",
+            "--seq-len",
+            "512",
+            "--estimate-only",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(
+        v["estimate"]["total_bytes"].as_u64().unwrap() > 1 << 30,
+        "{v}"
+    );
+    assert_eq!(v["estimate"]["dtype"], "bf16", "{v}");
+    assert!(v["on_this_host"].is_object() && v["error"].is_null(), "{v}");
+    let spec = only_spec(d.requests());
+    assert_eq!(spec.request.leaves, None);
+    let out = flexsub(&sock, dir.path(), &["--json", "--wrap", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+
     let out = flexsub(
         &sock,
         dir.path(),

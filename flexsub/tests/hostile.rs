@@ -349,6 +349,9 @@ fn a_submission() -> Request {
         account: None,
         qos: None,
         nice: 0,
+        queue: Default::default(),
+        umask: None,
+        signal: None,
     })
 }
 
@@ -396,7 +399,7 @@ proptest! {
     ) {
         let reqs = [
             a_submission(),
-            Request::Cancel(flex_proto::CancelRequest { jobs: vec![JobId(3), JobId(u64::MAX)], signal: Some(10) }),
+            Request::Cancel(flex_proto::CancelRequest { jobs: vec![JobId(3), JobId(u64::MAX)], signal: Some(10), tasks: vec![] }),
             Request::Queue(QueueFilter { users: vec!["ana".into()], ..QueueFilter::default() }),
         ];
         let mut f = flex_proto::encode(&reqs[which]);
@@ -431,6 +434,7 @@ proptest! {
             start: Some(1),
             host: None,
             reason: Some("Resources".into()),
+            array: Some("[1-3%2]".into()),
         }];
         let page = Response::QueueRows(flex_proto::RowsPage { rows: QueueRows::new(rows.into_iter()), next: Some(JobId(7)) });
         let mut body = serde_json::to_vec(&page).unwrap();

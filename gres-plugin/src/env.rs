@@ -55,7 +55,20 @@ pub struct JobEnvInput<'a> {
     pub nccl: &'a NcclMode,
     /// Also set SLURM_* aliases.
     pub slurm_aliases: bool,
+    /// Give bash scripts an `srun` that runs flexrun's Slurm personality (an exported shell
+    /// function, so nothing on disk; flexd decides whether a real Slurm's srun must win).
+    pub srun: bool,
+    /// Give bash scripts a `torchrun` that runs flexrun's torchrun personality (one leaf per
+    /// worker, each told it is alone on its node).
+    pub torchrun: bool,
 }
+
+/// The `srun` a job script gets: a bash function exported through the environment (bash reads
+/// `BASH_FUNC_<name>%%` at start), running `flexrun --srun`.
+pub const SRUN_FUNCTION: (&str, &str) = ("BASH_FUNC_srun%%", "() {  flexrun --srun \"$@\"\n}");
+/// The `torchrun` a job script gets, the same way.
+pub const TORCHRUN_FUNCTION: (&str, &str) =
+    ("BASH_FUNC_torchrun%%", "() {  flexrun --torchrun \"$@\"\n}");
 
 /// The batch script's Flex variables (added to the submitter's environment).
 pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
@@ -112,20 +125,38 @@ pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
         }
     }
     if i.slurm_aliases {
-        v.extend([
-            ("SLURM_JOB_ID", i.job_id.to_string()),
-            ("SLURM_JOBID", i.job_id.to_string()),
-            ("SLURM_JOB_NAME", i.name.to_string()),
-            ("SLURM_SUBMIT_DIR", i.submit_dir.to_string()),
-            ("SLURM_JOB_NODELIST", i.host.to_string()),
-            ("SLURM_NNODES", "1".to_string()),
-            ("SLURM_NTASKS", i.units.len().to_string()),
-            ("SLURM_JOB_GPUS", gpus),
-            ("SLURM_JOB_CPUS_PER_NODE", i.cores.len().to_string()),
-            ("SLURM_CPUS_PER_TASK", i.cores_per_unit.to_string()),
-        ]);
+        v.extend(slurm_env(i, gpus));
+    }
+    if i.srun {
+        v.push((SRUN_FUNCTION.0, SRUN_FUNCTION.1.to_string()));
+    }
+    if i.torchrun {
+        v.push((TORCHRUN_FUNCTION.0, TORCHRUN_FUNCTION.1.to_string()));
     }
     v.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// Slurm's names for the batch script's variables (`slurm_aliases`): one node, one task per
+/// leaf, the batch step's own task ids.
+fn slurm_env(i: &JobEnvInput, gpus: String) -> Vec<(&'static str, String)> {
+    vec![
+        ("SLURM_JOB_ID", i.job_id.to_string()),
+        ("SLURM_JOBID", i.job_id.to_string()),
+        ("SLURM_JOB_NAME", i.name.to_string()),
+        ("SLURM_SUBMIT_DIR", i.submit_dir.to_string()),
+        ("SLURM_JOB_NODELIST", i.host.to_string()),
+        ("SLURM_NNODES", "1".to_string()),
+        ("SLURM_NTASKS", i.units.len().to_string()),
+        ("SLURM_JOB_GPUS", gpus),
+        ("SLURM_GPUS_ON_NODE", i.units.len().to_string()),
+        ("SLURM_JOB_CPUS_PER_NODE", i.cores.len().to_string()),
+        ("SLURM_CPUS_ON_NODE", i.cores.len().to_string()),
+        ("SLURM_CPUS_PER_TASK", i.cores_per_unit.to_string()),
+        ("SLURM_TASKS_PER_NODE", i.units.len().to_string()),
+        ("SLURM_NODEID", "0".to_string()),
+        ("SLURM_PROCID", "0".to_string()),
+        ("SLURM_LOCALID", "0".to_string()),
+    ]
 }
 
 /// What flexrun reads back from a job's environment.
@@ -277,7 +308,22 @@ pub fn rank_env(
         master_addr,
         master_port: plan.master_port,
     };
-    slot_env(&slot, &plan.nccl, ld_library_path)
+    let mut v = slot_env(&slot, &plan.nccl, ld_library_path);
+    if plan.world.is_none() {
+        // Slurm's task variables, for scripts written for srun; inside a real Slurm step
+        // Slurm sets its own.
+        v.extend(
+            [
+                ("SLURM_PROCID", rank_),
+                ("SLURM_LOCALID", local_rank),
+                ("SLURM_NODEID", 0),
+                ("SLURM_NTASKS", world_size),
+                ("SLURM_STEP_NUM_TASKS", world_size),
+            ]
+            .map(|(k, n)| (k.to_string(), n.to_string())),
+        );
+    }
+    v
 }
 
 /// Parse an NCCL mode as flexd.toml's `nccl_mode` and the Slurm plugin's `nccl=` argument
@@ -329,6 +375,8 @@ mod tests {
             master_port: 29512,
             nccl: &nccl,
             slurm_aliases: true,
+            srun: true,
+            torchrun: false,
         })
         .into_iter()
         .collect();
@@ -348,6 +396,12 @@ mod tests {
         assert_eq!(r["MASTER_PORT"], "29512");
         assert_eq!(r["LD_LIBRARY_PATH"], "/opt/nccl-mig/lib:/usr/lib");
         assert_eq!(r["FLEX_RANK_CPUS"], "16-17");
+        assert_eq!(
+            (r["SLURM_PROCID"].as_str(), r["SLURM_LOCALID"].as_str()),
+            ("2", "2")
+        );
+        assert_eq!(r["SLURM_NTASKS"], "4");
+        assert_eq!(env["BASH_FUNC_srun%%"], "() {  flexrun --srun \"$@\"\n}");
     }
 
     #[test]
@@ -369,6 +423,8 @@ mod tests {
             master_port: 1,
             nccl: &NcclMode::None,
             slurm_aliases: false,
+            srun: false,
+            torchrun: true,
         })
         .into_iter()
         .collect();
@@ -376,6 +432,11 @@ mod tests {
         assert_eq!(env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "25");
         assert_eq!(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"], "0=2048M");
         assert!(!env.contains_key("SLURM_JOB_ID"));
+        assert!(!env.contains_key("BASH_FUNC_srun%%"));
+        assert_eq!(
+            env["BASH_FUNC_torchrun%%"],
+            "() {  flexrun --torchrun \"$@\"\n}"
+        );
         let plan = rank_plan(|k| env.get(k).cloned()).unwrap();
         let r = rank_env(&plan, 0, None);
         assert!(r.iter().all(|(k, _)| !k.starts_with("NCCL")));

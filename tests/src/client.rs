@@ -138,6 +138,10 @@ impl Client {
         jobs: Vec<JobId>,
         signal: Option<i32>,
     ) -> Result<Response, ClientError> {
-        self.call(&Request::Cancel(flex_proto::CancelRequest { jobs, signal }))
+        self.call(&Request::Cancel(flex_proto::CancelRequest {
+            jobs,
+            signal,
+            tasks: vec![],
+        }))
     }
 }

@@ -18,6 +18,7 @@
 //! Every daemon gets `--force-topology`, so the tests see the simulated topology even on a
 //! host with GPUs, and a short `kill_grace` so time-limit and cancel tests end quickly.
 
+pub mod cli;
 mod client;
 
 pub use client::{Client, ClientError};
@@ -70,6 +71,8 @@ pub struct Daemon {
     env: Vec<(String, String)>,
     /// Run flexd as this uid and gid instead of the test's own.
     user: Option<(u32, u32)>,
+    /// flexd's open-file limit, soft and hard (None: the test's own).
+    nofile: Option<u64>,
 }
 
 impl Daemon {
@@ -97,12 +100,38 @@ impl Daemon {
         Self::start_seeded(topology, "", &[], Some(db))
     }
 
-    fn start_seeded(
-        topology: &str,
-        config: &str,
-        env: &[(&str, &str)],
-        db: Option<&Path>,
-    ) -> Daemon {
+    /// Like [`Daemon::start_with`], with flexd's open-file limit (soft and hard) set to
+    /// `nofile`, so that flexd cannot raise it.
+    pub fn start_nofile(topology: &str, config: &str, nofile: u64) -> Daemon {
+        let mut d = Self::unstarted(topology, config);
+        d.nofile = Some(nofile);
+        d.spawn();
+        d
+    }
+
+    /// Like [`Daemon::start`], on a copy of another state directory (database, run files,
+    /// everything), taken while its flexd may still run.
+    pub fn start_on_state_copy(topology: &str, state_dir: &Path) -> Daemon {
+        let d = Self::unstarted(topology, "");
+        let out = Command::new("cp")
+            .arg("-a")
+            .arg(state_dir)
+            .arg(d.state_dir())
+            .output()
+            .expect("run cp");
+        assert!(
+            out.status.success(),
+            "cp -a {}: {}",
+            state_dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut d = d;
+        d.spawn();
+        d
+    }
+
+    /// A daemon with its directory and config file written, not started.
+    fn unstarted(topology: &str, config: &str) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("flexd-e2e-")
             .tempdir()
@@ -112,17 +141,28 @@ impl Daemon {
             .expect("chmod the temporary directory");
         let text = format!("kill_grace = \"2s\"\n{config}\n");
         std::fs::write(dir.path().join("flexd.toml"), text).expect("write flexd.toml");
-        let mut d = Daemon {
+        Daemon {
             dir,
             topology: topology.to_string(),
             child: None,
             starts: 0,
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            env: Vec::new(),
             user: None,
-        };
+            nofile: None,
+        }
+    }
+
+    fn start_seeded(
+        topology: &str,
+        config: &str,
+        env: &[(&str, &str)],
+        db: Option<&Path>,
+    ) -> Daemon {
+        let mut d = Self::unstarted(topology, config);
+        d.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         if let Some(db) = db {
             std::fs::create_dir_all(d.state_dir()).expect("create the state directory");
             std::fs::copy(db, d.db_path()).unwrap_or_else(|e| panic!("copy {}: {e}", db.display()));
@@ -151,6 +191,7 @@ impl Daemon {
             starts: 0,
             env: Vec::new(),
             user: Some((uid, gid)),
+            nofile: None,
         };
         d.spawn();
         d
@@ -169,19 +210,23 @@ impl Daemon {
             std::os::unix::process::CommandExt::uid(&mut cmd, uid);
             std::os::unix::process::CommandExt::gid(&mut cmd, gid);
         }
-        let child = cmd
-            .arg("--config")
-            .arg(self.config_path())
-            .arg("--socket")
-            .arg(self.socket())
-            .arg("--state-dir")
-            .arg(self.state_dir())
-            .arg("--topology")
-            .arg(&self.topology)
-            .arg("--force-topology")
-            .arg("-vv")
-            .current_dir(self.dir.path())
-            .env_remove("FLEX_SOCKET")
+        if let Some(n) = self.nofile {
+            let lim = libc::rlimit {
+                rlim_cur: n as libc::rlim_t,
+                rlim_max: n as libc::rlim_t,
+            };
+            // SAFETY: setrlimit is async-signal-safe and `lim` is a plain copied value.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = self
+            .flexd_args(&mut cmd, &self.socket())
             .env_remove("FLEX_CONFIG")
             .env("FLEX_LOG", "flexd=debug")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -192,6 +237,29 @@ impl Daemon {
             .expect("start flexd");
         self.child = Some(child);
         self.wait_ready();
+    }
+
+    /// flexd with this daemon's config, state directory and topology but its socket at
+    /// `socket`, not started (to try a second flexd on the same state directory).
+    pub fn flexd_command(&self, socket: &Path) -> Command {
+        let mut cmd = Command::new(bin("flexd"));
+        self.flexd_args(&mut cmd, socket);
+        cmd
+    }
+
+    fn flexd_args<'c>(&self, cmd: &'c mut Command, socket: &Path) -> &'c mut Command {
+        cmd.arg("--config")
+            .arg(self.config_path())
+            .arg("--socket")
+            .arg(socket)
+            .arg("--state-dir")
+            .arg(self.state_dir())
+            .arg("--topology")
+            .arg(&self.topology)
+            .arg("--force-topology")
+            .arg("-vv")
+            .current_dir(self.dir.path())
+            .env_remove("FLEX_SOCKET")
     }
 
     /// Wait until the socket exists with mode 0666 and flexd answers a ping.
@@ -468,5 +536,29 @@ pub fn script_job(script: &str, workdir: &Path) -> JobSpec {
         account: None,
         qos: None,
         nice: 0,
+        queue: Default::default(),
+        umask: None,
+        signal: None,
+    }
+}
+
+/// The job's run file as JSON, once it names the job's process group (shared by the hardening
+/// tests that act on a job's supervisor or group).
+pub fn run_file(d: &Daemon, job: JobId) -> serde_json::Value {
+    let path = d.state_dir().join("run").join(format!("{job}.run"));
+    wait_for("the run file with the job's process group", || {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
+        v.get("job_pgid")?.as_i64()?;
+        Some(v)
+    })
+}
+
+/// A child killed with SIGKILL and reaped on drop, even when the test fails.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }

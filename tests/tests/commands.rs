@@ -2,58 +2,17 @@
 //! against the real flexd on the simulated a100-40gb-x2 topology (two A100-40GB, GPU 0 on NUMA
 //! node 0 with cores 0-15, GPU 1 on node 1 with cores 16-31; six 1g.5gb and one 1g.10gb leaf
 //! each). Jobs really run, as the submitting user.
+//!
+//! The Slurm side (squeue's formats, sbatch scripts, srun and torchrun lines): `commands_slurm.rs`.
 
-use flex_proto::{JobState, JobView, WouldStart};
-use flex_tests::{bin_dir, wait_for, Daemon};
-use gres_plugin::JobId;
+use flex_proto::{JobState, WouldStart};
+use flex_tests::cli::{cmd, flexq_json, submit, text, wait_running};
+use flex_tests::{wait_for, Daemon};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const TOPOLOGY: &str = "a100-40gb-x2.toml";
-
-/// A command with the workspace binaries first on PATH, so job scripts find flexrun (the job's
-/// environment is the submitter's).
-fn cmd(d: &Daemon, name: &str) -> Command {
-    let mut c = d.cmd(name);
-    let path = std::env::var("PATH").unwrap_or_default();
-    c.env("PATH", format!("{}:{path}", bin_dir().display()));
-    c
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Submit `script` (written into `dir` as `name`) from `dir` with `args`; returns the job id.
-fn submit(d: &Daemon, dir: &Path, name: &str, script: &str, args: &[&str]) -> JobId {
-    std::fs::write(dir.join(name), script).unwrap();
-    let out = cmd(d, "flexsub")
-        .current_dir(dir)
-        .args(args)
-        .arg("--parsable")
-        .arg(name)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "flexsub failed: {out:?}\n{}", d.log());
-    JobId(
-        text(&out.stdout)
-            .trim()
-            .parse()
-            .expect("flexsub --parsable prints the id"),
-    )
-}
-
-fn flexq_json(d: &Daemon, args: &[&str]) -> Vec<JobView> {
-    let out = cmd(d, "flexq").arg("--json").args(args).output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    serde_json::from_slice(&out.stdout).expect("flexq --json is an array of JobView")
-}
-
-fn wait_running(d: &Daemon, job: JobId) -> JobView {
-    d.wait_state(job, &[JobState::Running])
-}
 
 /// The NUMA node's cores on the a100 testbed.
 fn numa_cores(gpu: u32) -> std::ops::RangeInclusive<u32> {
@@ -196,65 +155,6 @@ fn a_six_leaf_job_spreads_three_and_three_and_flexq_shows_it() {
 }
 
 #[test]
-fn a_pending_job_shows_its_reason_and_state_filters_work() {
-    let d = Daemon::start(TOPOLOGY);
-    let dir = d.scratch("pend");
-    let big = submit(
-        &d,
-        &dir,
-        "big.sh",
-        "#!/bin/sh\nsleep 600\n",
-        &["--leaves", "14"],
-    );
-    wait_running(&d, big);
-    let waiting = submit(&d, &dir, "wait.sh", "#!/bin/sh\ntrue\n", &["--leaves", "2"]);
-    let v = wait_for("a reason for the pending job", || {
-        flexq_json(&d, &["-t", "PD"])
-            .into_iter()
-            .find(|j| j.id == waiting && j.reason.is_some())
-    });
-    assert_eq!(v.state, JobState::Pending);
-    let out = text(
-        &cmd(&d, "flexq")
-            .args(["-t", "pending", "-h"])
-            .output()
-            .unwrap()
-            .stdout,
-    );
-    let row: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
-    assert_eq!(row[0], waiting.to_string());
-    assert_eq!(row[3], "PD");
-    assert!(row.last().unwrap().starts_with('('), "{out}");
-    let running = flexq_json(&d, &["-t", "R"]);
-    assert_eq!(running.iter().map(|j| j.id).collect::<Vec<_>>(), [big]);
-    let out = cmd(&d, "flexq").args(["-t", "sleeping"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
-
-    // The formats scripts parse, as squeue prints them.
-    let squeue = |args: &[&str]| text(&cmd(&d, "flexq").args(args).output().unwrap().stdout);
-    let out = squeue(&["-h", "-o", "%i|%j|%t|%D|%C|%b|%R"]);
-    assert_eq!(
-        out,
-        format!("{big}|big.sh|R|1|14|gres/gpu:14|{host}\n{waiting}|wait.sh|PD|1|2|gres/gpu:2|(Resources)\n",
-            host = running[0].alloc.as_ref().unwrap().host)
-    );
-    let out = squeue(&["--me", "-n", "wait.sh", "-O", "JobID:8,State:.10"]);
-    assert_eq!(out, format!("JOBID        STATE\n{waiting:<8}   PENDING\n"));
-    let out = squeue(&["--start", "-h"]);
-    assert_eq!(out.lines().count(), 1, "{out}");
-    assert!(out.contains(" PD ") && out.contains("(Resources)"), "{out}");
-    let out = cmd(&d, "flexq").args(["-o", "%i %Z"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(text(&out.stderr).contains("%Z"), "{out:?}");
-    let out = cmd(&d, "flexcancel")
-        .arg(big.to_string())
-        .arg(waiting.to_string())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-}
-
-#[test]
 fn flexsub_wait_returns_with_the_jobs_exit_code() {
     let d = Daemon::start(TOPOLOGY);
     let dir = d.scratch("wait");
@@ -282,6 +182,53 @@ fn flexsub_wait_returns_with_the_jobs_exit_code() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let out = run("#!/bin/sh\nsleep 30\n", &["--wait", "--time", "0:02"]);
     assert_eq!(out.status.code(), Some(1), "a timeout is exit 1: {out:?}");
+    assert!(
+        !text(&out.stderr).contains("note:"),
+        "a given --time needs no note: {out:?}"
+    );
+}
+
+#[test]
+fn signal_warns_the_job_before_its_time_limit() {
+    let d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("warn");
+    // A checkpointing script, as Lightning's SLURMEnvironment expects: USR1 to the batch shell
+    // 4 s before a 6 s limit; it saves and exits cleanly.
+    let script = "#!/bin/bash\n#SBATCH --time=0:06\n#SBATCH --signal=B:USR1@4\n\
+                  trap 'echo checkpoint > saved; exit 0' USR1\n\
+                  for i in $(seq 100); do sleep 0.1; done\necho too-late > late\n";
+    let job = submit(&d, &dir, "ckpt.sh", script, &[]);
+    let v = d.wait_finished(job);
+    assert_eq!(
+        (v.state, v.exit_code),
+        (JobState::Completed, Some(0)),
+        "{v:?}\n{}",
+        d.log()
+    );
+    assert!(dir.join("saved").exists() && !dir.join("late").exists());
+    // Without B: the whole job gets it (here a child that traps it).
+    let script = "#!/bin/bash\n#SBATCH --time=0:06\n#SBATCH --signal=USR2@5\n\
+                  bash -c 'trap \"echo child > child; exit 0\" USR2; while :; do sleep 0.1; done'\n";
+    let job = submit(&d, &dir, "group.sh", script, &[]);
+    let v = d.wait_finished(job);
+    assert_eq!(v.state, JobState::Completed, "{v:?}");
+    assert!(dir.join("child").exists());
+    // A bad one is refused with the line named.
+    std::fs::write(
+        dir.join("bad.sh"),
+        "#!/bin/sh\n#SBATCH --signal=R:USR1@60\ntrue\n",
+    )
+    .unwrap();
+    let out = cmd(&d, "flexsub")
+        .current_dir(&dir)
+        .arg("bad.sh")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        text(&out.stderr).contains("bad.sh:2: #SBATCH --signal=R:USR1@60"),
+        "{out:?}"
+    );
 }
 
 #[test]
@@ -411,6 +358,22 @@ fn malformed_scripts_are_rejected_with_line_numbers_and_nothing_is_queued() {
             "{out:?}"
         );
     }
+    // Every bad line at once, each on its own line of the error.
+    let all =
+        "#!/bin/sh\n#SBATCH --time=abc\n#SBATCH -J fine\n#FLEX --leaves=0\n#SBATCH --mem=16X\n";
+    std::fs::write(dir.join("all.sh"), all).unwrap();
+    let out = cmd(&d, "flexsub")
+        .current_dir(&dir)
+        .arg("all.sh")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = text(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    for (line, at) in lines.iter().zip(["all.sh:2:", "all.sh:4:", "all.sh:5:"]) {
+        assert!(line.starts_with(&format!("flexsub: {at}")), "{err}");
+    }
     let out = cmd(&d, "flexsub")
         .args(["--leaves", "15", "--wrap", "true"])
         .output()
@@ -425,33 +388,6 @@ fn malformed_scripts_are_rejected_with_line_numbers_and_nothing_is_queued() {
         flexq_json(&d, &["-t", "all"]).is_empty(),
         "something was queued"
     );
-}
-
-#[test]
-fn an_existing_sbatch_script_runs_unchanged() {
-    let d = Daemon::start(TOPOLOGY);
-    let dir = d.scratch("sbatch");
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../etc/examples/sbatch-only.sh");
-    let script = std::fs::read_to_string(&example).unwrap();
-    let job = submit(&d, &dir, "sbatch-only.sh", &script, &[]);
-    let v = d.wait_finished(job);
-    let out = std::fs::read_to_string(dir.join(format!("slurm-{job}.out"))).unwrap_or_default();
-    assert_eq!(v.state, JobState::Completed, "{v:?}\n{out}\n{}", d.log());
-    assert_eq!(v.name, "sbatch-example");
-    assert_eq!(v.request.leaves, Some(2));
-    assert_eq!(v.request.leaf_type.as_deref(), Some("1g.5gb"));
-    for r in 0..2 {
-        assert!(
-            out.contains(&format!("{r}: rank {r} of 2 on MIG-")),
-            "{out}"
-        );
-    }
-    assert!(v
-        .alloc
-        .unwrap()
-        .leaves
-        .iter()
-        .all(|l| l.profile == "1g.5gb"));
 }
 
 #[test]

@@ -327,6 +327,7 @@ fn jobs_run_as_their_submitter_and_only_owners_cancel() {
         &Request::Cancel(flex_proto::CancelRequest {
             jobs: vec![mine],
             signal: None,
+            tasks: vec![],
         }),
     ) {
         Response::Error(e) => {

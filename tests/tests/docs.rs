@@ -23,6 +23,7 @@ fn commands() -> Vec<clap::Command> {
         flexsub::commands::submit::command(),
         flexsub::commands::queue::Args::command(),
         flexsub::commands::cancel::Args::command(),
+        flexsub::commands::control::Args::command(),
         flexsub::commands::run::Args::command(),
         flexsub::commands::acct::Args::command(),
         flexsub::commands::report::Args::command(),

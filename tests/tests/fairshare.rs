@@ -158,6 +158,7 @@ fn a_light_user_starts_before_a_heavy_users_backlog() {
         let _ = d.client().call(&Request::Cancel(flex_proto::CancelRequest {
             jobs: vec![id],
             signal: None,
+            tasks: Vec::new(),
         }));
     }
 }
@@ -225,6 +226,7 @@ fn a_per_user_limit_holds_a_burst_and_a_higher_qos_jumps_the_queue() {
         let _ = d.client().call(&Request::Cancel(flex_proto::CancelRequest {
             jobs: vec![id],
             signal: None,
+            tasks: Vec::new(),
         }));
     }
 }

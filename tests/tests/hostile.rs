@@ -124,6 +124,9 @@ fn job_spec() -> impl Strategy<Value = JobSpec> {
                 account,
                 qos: None,
                 nice: 0,
+                queue: Default::default(),
+                umask: None,
+                signal: None,
             },
         )
 }
@@ -151,6 +154,7 @@ fn request(blocker: JobId) -> impl Strategy<Value = Request> {
                     jobs,
                     include_finished,
                     after,
+                    arrays: rows.then_some(flex_proto::ArrayRows::Collapse),
                 };
                 if rows {
                     Request::QueueRows(f)
@@ -166,7 +170,8 @@ fn request(blocker: JobId) -> impl Strategy<Value = Request> {
             .prop_map(
                 move |(jobs, signal)| Request::Cancel(flex_proto::CancelRequest {
                     jobs: jobs.into_iter().filter(|j| *j != blocker).collect(),
-                    signal
+                    signal,
+                    tasks: vec![],
                 })
             ),
         Just(Request::LeafMap),

@@ -1,9 +1,10 @@
 complete -c flexq -s u -l user -d 'Only these users\' jobs (comma-separated names)' -r
 complete -c flexq -s t -l states -d 'Only jobs in these states: names or squeue codes (PD,R,CD,F,CA,TO,NF), or "all"' -r
-complete -c flexq -s j -l jobs -d 'Only these jobs (comma-separated ids)' -r
+complete -c flexq -s j -l jobs -d 'Only these jobs (comma-separated ids; an array\'s id names all its tasks)' -r
 complete -c flexq -s n -l name -d 'Only jobs with these names (comma-separated)' -r
 complete -c flexq -s o -l format -d 'squeue\'s format: `%[.][size]type` fields, e.g. "%.18i %.8j %.2t %.10M %R" (see docs/commands.md for the fields)' -r
 complete -c flexq -s O -l Format -d 'squeue\'s long format: comma-separated `name[:[.][size]]`, e.g. "JobID,Name:30,State"' -r
+complete -c flexq -s r -l array -d 'Every task of an array on its own row (by default an array\'s pending tasks share one row, `12_[4-15%2]`, as in squeue)'
 complete -c flexq -l me -d 'Only your own jobs'
 complete -c flexq -s l -l long -d 'squeue\'s long listing (STATE in full, TIME_LIMIT)'
 complete -c flexq -l start -d 'Pending jobs with their expected start times'

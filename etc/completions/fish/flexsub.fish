@@ -1,6 +1,6 @@
 complete -c flexsub -s J -l job-name -d 'Job name (default: the script\'s file name)' -r
 complete -c flexsub -s t -l time -d 'Time limit: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or 30s, 2h, 1h30m (default: flexd\'s default_time_limit)' -r
-complete -c flexsub -s o -l output -d 'stdout file; %j job id, %x job name, %u user, %% a percent sign' -r
+complete -c flexsub -s o -l output -d 'stdout file; %j job id, %x job name, %u user, %A array job id, %a array task index, %% a percent sign' -r
 complete -c flexsub -s e -l error -d 'stderr file (default: with stdout)' -r
 complete -c flexsub -s D -l chdir -d 'Working directory of the job (default: the current one)' -r
 complete -c flexsub -s c -l cpus-per-task -d 'CPU cores per leaf (default: flexd\'s default_cpus_per_leaf)' -r
@@ -17,20 +17,26 @@ complete -c flexsub -l seq-len -d 'Sequence length for --model' -r
 complete -c flexsub -l dtype -d 'Element type for --model: fp32, fp16, bf16, int8, fp8, int4' -r
 complete -c flexsub -s q -l qos -d 'Quality of service, as flexd.toml\'s [qos.NAME] defines it (default: its default_qos)' -r
 complete -c flexsub -l nice -d 'Lower the job\'s priority by N (-10000 to 10000; below 0 only for root)' -r
+complete -c flexsub -s a -l array -d 'A job array, a task per index: 0-15, 1,3,7, 1-9:2, combined; %N runs at most N tasks at once (0-99%4)' -r
+complete -c flexsub -s d -l dependency -d 'Start after other jobs: after, afterany, afterok, afternotok, aftercorr:ID[:ID...], singleton; \',\' all of them, \'?\' any' -r
 complete -c flexsub -s N -l nodes -d 'Node count; Flex runs a job on one host, so only 1' -r
 complete -c flexsub -l export -d 'Environment to export; Flex always exports all of it, so only ALL' -r
 complete -c flexsub -s p -l partition -d 'Accepted and ignored: one Flex host has no partitions' -r
 complete -c flexsub -s n -l ntasks -d 'Accepted and ignored: flexrun starts one rank per leaf' -r
 complete -c flexsub -l ntasks-per-node -d 'Accepted and ignored: flexrun starts one rank per leaf' -r
+complete -c flexsub -l signal -d 'Send SIG (a name or number) SECONDS (default 60) before the time limit; with B: to the batch shell only, else to the whole job' -r
 complete -c flexsub -l mail-type -d 'Accepted and ignored: Flex sends no mail' -r
 complete -c flexsub -l mail-user -d 'Accepted and ignored: Flex sends no mail' -r
 complete -c flexsub -l wrap -d 'Run CMD with /bin/sh instead of a script' -r
 complete -c flexsub -l train -d '--model is trained (gradients, optimizer state)'
 complete -c flexsub -l infer -d '--model only runs inference (KV cache)'
+complete -c flexsub -s H -l hold -d 'Submit held (JobHeldUser) until `flexcontrol release`'
+complete -c flexsub -l requeue -d 'The job may be requeued (the default)'
+complete -c flexsub -l no-requeue -d 'The job may not be requeued'
 complete -c flexsub -l parsable -d 'Print only the job id'
 complete -c flexsub -s W -l wait -d 'Return when the job ends, with its exit code (1 when it failed otherwise)'
 complete -c flexsub -l test-only -d 'Print where and when the job would start; queue nothing'
 complete -c flexsub -l estimate-only -d 'Print the --model memory estimate and what it needs on this host; queue nothing'
-complete -c flexsub -l json -d 'With --test-only: print JSON'
+complete -c flexsub -l json -d 'With --test-only or --estimate-only: print JSON'
 complete -c flexsub -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c flexsub -s V -l version -d 'Print version'

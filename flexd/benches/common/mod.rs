@@ -35,6 +35,11 @@ impl Drop for Daemon {
 /// Start flexd (log to FLEX_BENCH_DAEMON_LOG, else into its directory; FLEX_LOG passed on) and
 /// wait for its socket.
 pub fn start_daemon() -> Daemon {
+    start_daemon_with("")
+}
+
+/// Like [`start_daemon`], with more lines of flexd.toml before the benchmarks' own.
+pub fn start_daemon_with(config_lines: &str) -> Daemon {
     let dir = tempfile::tempdir().unwrap();
     // Other users' jobs need to reach the working directory.
     std::fs::set_permissions(
@@ -45,7 +50,7 @@ pub fn start_daemon() -> Daemon {
     let config = dir.path().join("flexd.toml");
     std::fs::write(
         &config,
-        "kill_grace = \"1s\"\n[limits]\nmax_queued_per_user = 10000000\n",
+        format!("{config_lines}kill_grace = \"1s\"\n[limits]\nmax_queued_per_user = 10000000\n"),
     )
     .unwrap();
     let socket = dir.path().join("flexd.sock");

@@ -54,11 +54,60 @@ pub fn schedule_with<M: Model>(
         .collect();
 
     let mut jobs = order.into_iter();
-    // Start jobs in order until one does not fit: that one is the head.
-    let (head, reservation) = loop {
-        let Some(job) = jobs.next() else {
-            return out;
+    let Some(Head {
+        job: head,
+        reservation,
+    }) = start_in_order(&mut state, &mut jobs, running, &mut ends, now, &mut out)
+    else {
+        return out;
+    };
+    out.pending.push(Pending {
+        job: head.id,
+        reason: Reason::Resources,
+        estimated_start: reservation.as_ref().map(|(t, _)| *t),
+    });
+    let Some((t, shadow)) = reservation else {
+        // With no reservation to protect the head, no job behind it may pass it.
+        jobs.for_each(|job| behind_window(job, &mut out));
+        return out;
+    };
+    out.reservation = Some(Reservation {
+        job: head.id,
+        start: t,
+    });
+    let window = backfill_window(policy);
+    if policy.kind == PolicyKind::Conservative {
+        let plan = Plan {
+            running,
+            ends,
+            now,
+            reserved: vec![(t, t + head.request.time_limit_s, head)],
         };
+        conservative(state, plan, jobs, window, &mut out);
+    } else {
+        backfill(state, head, (t, shadow), jobs, window, now, &mut out);
+    }
+    out
+}
+
+/// The first job of the queue that could not start, with its reservation (when it can start,
+/// and the free state then), if it has one.
+struct Head<'q, M> {
+    job: &'q PendingJob,
+    reservation: Option<(Time, M)>,
+}
+
+/// Starts jobs in order until one does not fit: that one is the head. Jobs that could never
+/// fit are set pending on the way; None when no job is left to be the head.
+fn start_in_order<'q, M: Model>(
+    state: &mut M,
+    jobs: &mut impl Iterator<Item = &'q PendingJob>,
+    running: &[RunningJob<M::Placement>],
+    ends: &mut Vec<(Time, usize)>,
+    now: Time,
+    out: &mut Decisions<M::Placement>,
+) -> Option<Head<'q, M>> {
+    for job in jobs {
         if let Some(p) = state.place(job) {
             state.occupy(&p);
             ends.push((
@@ -75,68 +124,67 @@ pub fn schedule_with<M: Model>(
             None => &running[i].placement,
             Some(k) => &out.starts[k].placement,
         };
-        if let Some(r) = reserve(&state, job, &mut ends, now, held) {
-            break (job, Some(r));
+        if let Some(r) = reserve(state, job, ends, now, held) {
+            return Some(Head {
+                job,
+                reservation: Some(r),
+            });
         }
         match state.admit(job) {
             // Fits idle hardware but not even after every known job ends (the model holds
             // something the pass was not told about): it blocks, with no reservation.
-            Ok(()) => break (job, None),
+            Ok(()) => {
+                return Some(Head {
+                    job,
+                    reservation: None,
+                })
+            }
             Err(why) => out.pending.push(Pending {
                 job: job.id,
                 reason: Reason::Unsatisfiable(why),
                 estimated_start: None,
             }),
         }
-    };
-    out.pending.push(Pending {
-        job: head.id,
-        reason: Reason::Resources,
-        estimated_start: reservation.as_ref().map(|(t, _)| *t),
-    });
-    let window = match (policy.kind, &reservation) {
-        (PolicyKind::Fifo, _) | (_, None) => 0,
-        (_, _) if policy.window == 0 => usize::MAX,
-        (_, _) => policy.window,
-    };
-    if policy.kind == PolicyKind::Conservative {
-        if let Some(t) = reservation.as_ref().map(|r| r.0) {
-            out.reservation = Some(Reservation {
-                job: head.id,
-                start: t,
-            });
-            let plan = Plan {
-                running,
-                ends,
-                now,
-                reserved: vec![(t, t + head.request.time_limit_s, head)],
-            };
-            conservative(state, plan, jobs, window, &mut out);
-            return out;
-        }
     }
-    let (shadow_time, mut shadow) = match reservation {
-        Some((t, shadow)) => {
-            out.reservation = Some(Reservation {
-                job: head.id,
-                start: t,
-            });
-            (t, Some(shadow))
-        }
-        None => (Time::MAX, None),
-    };
+    None
+}
+
+/// How many jobs behind a reserved head backfilling examines: none under FIFO, every one for a
+/// window of 0.
+fn backfill_window(policy: &Policy) -> usize {
+    match policy.kind {
+        PolicyKind::Fifo => 0,
+        _ if policy.window == 0 => usize::MAX,
+        _ => policy.window,
+    }
+}
+
+/// Records a job that backfilling does not examine: it waits for the jobs ahead of it.
+fn behind_window<P>(job: &PendingJob, out: &mut Decisions<P>) {
+    out.pending.push(Pending {
+        job: job.id,
+        reason: Reason::Priority,
+        estimated_start: None,
+    });
+}
+
+/// Aggressive (EASY) backfilling over the window behind the head, reserved at `shadow_time`:
+/// a job starts now when it fits and either ends by then or leaves the head room at it, checked
+/// on `shadow`, the free state at the reservation, which keeps what such jobs take.
+fn backfill<'a, M: Model>(
+    mut state: M,
+    head: &PendingJob,
+    (shadow_time, mut shadow): (Time, M),
+    jobs: impl Iterator<Item = &'a PendingJob>,
+    window: usize,
+    now: Time,
+    out: &mut Decisions<M::Placement>,
+) {
     for (examined, job) in jobs.enumerate() {
         if examined >= window {
-            out.pending.push(Pending {
-                job: job.id,
-                reason: Reason::Priority,
-                estimated_start: None,
-            });
+            behind_window(job, out);
             continue;
         }
-        let shadow = shadow
-            .as_mut()
-            .expect("a backfill window implies a reservation");
         let reason = match state.place(job) {
             None => Reason::Resources,
             Some(p) => {
@@ -168,7 +216,6 @@ pub fn schedule_with<M: Model>(
             estimated_start: None,
         });
     }
-    out
 }
 
 /// What conservative backfilling plans with: the jobs holding resources now (running, and
@@ -205,11 +252,7 @@ fn conservative<'a, M: Model>(
     let now = plan.now;
     for (examined, job) in jobs.enumerate() {
         if examined >= window {
-            out.pending.push(Pending {
-                job: job.id,
-                reason: Reason::Priority,
-                estimated_start: None,
-            });
+            behind_window(job, out);
             continue;
         }
         let limit = job.request.time_limit_s;

@@ -16,7 +16,7 @@ use super::trace::Trace;
 use flex_sched::{schedule_with, JobKind, PendingJob, Policy, Reason, RunningJob, Time};
 use gres_plugin::{JobId, Request};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashSet};
 
 /// How a run is set up besides the model and the trace.
 #[derive(Clone, Debug)]
@@ -226,6 +226,15 @@ pub fn simulate<M: SimModel>(mut model: M, trace: &Trace, cfg: &SimConfig) -> Ru
     let mut next_arrival = 0;
     let mut frag: Vec<usize> = Vec::new();
     let mut last_t: Time = 0;
+    // Dependencies (the trace's `after`): ended jobs by trace id, and arrived jobs that wait.
+    let mut ended: HashSet<u64> = HashSet::new();
+    let mut blocked: Vec<usize> = Vec::new();
+    let deps_done = |k: usize, ended: &HashSet<u64>| {
+        trace.jobs[trace_of[k]]
+            .after
+            .iter()
+            .all(|d| ended.contains(d))
+    };
 
     loop {
         let next_event = events.peek().map(|Reverse((t, _))| *t);
@@ -257,16 +266,25 @@ pub fn simulate<M: SimModel>(mut model: M, trace: &Trace, cfg: &SimConfig) -> Ru
                         let start = jobs[k].start.unwrap_or(t);
                         usage.charge(user_of[k], jobs[k].slices, start, t, f);
                     }
+                    ended.insert(trace.jobs[trace_of[k]].id);
                 }
                 Event::Reconfigured(g) => model.reconfigured(g),
             }
             changed = true;
         }
         while next_arrival < jobs.len() && jobs[next_arrival].submit == t {
-            queue.push(jobs[next_arrival].pending.clone());
+            blocked.push(next_arrival);
             next_arrival += 1;
             changed = true;
         }
+        // Eligibility is decided before the pass, as flexd does.
+        blocked.retain(|&k| {
+            let ready = deps_done(k, &ended);
+            if ready {
+                queue.push(jobs[k].pending.clone());
+            }
+            !ready
+        });
         if !changed {
             continue;
         }

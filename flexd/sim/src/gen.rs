@@ -251,6 +251,7 @@ pub fn generate(spec: &GenSpec) -> Result<Trace, String> {
                 mem_gb: None,
                 time_limit_s: None,
                 user: None,
+                after: Vec::new(),
             }
         })
         .collect();

@@ -1,8 +1,10 @@
 //! Trace files: CSV with a header naming the columns, in any order.
 //!
 //! Required: `job_id,submit_s,leaves,duration_s,kind` (kind = train|infer). Optional: `mem_gb`
-//! (GPU memory, 10^9 bytes), `user` (who submitted it, for `flexsim fairness`) and `time_limit_s` (defaults to [`user_limit`] of the duration with
-//! the middle overestimate, 1.5, on a 15-minute granularity). `duration_s` is the
+//! (GPU memory, 10^9 bytes), `time_limit_s` (defaults to [`user_limit`] of the duration with
+//! the middle overestimate, 1.5, on a 15-minute granularity), `after` (`:`-separated job_ids
+//! that must have ended before the job may start, flexsub's `afterany`) and `user` (who
+//! submitted it, for `flexsim fairness`). `duration_s` is the
 //! job's run time on a one-to-one MIG instance of its size. Times may have decimals; they are
 //! rounded up to whole seconds. Lines starting with `#` are comments. A bad row is rejected
 //! with its line number, the field and the value.
@@ -25,6 +27,8 @@ pub struct TraceJob {
     pub time_limit_s: Option<u64>,
     /// Who submitted it (optional column `user`): fair share is between users.
     pub user: Option<String>,
+    /// Jobs (by `job_id`) that must have ended before it may start.
+    pub after: Vec<u64>,
 }
 
 impl TraceJob {
@@ -69,7 +73,7 @@ pub enum TraceError {
 }
 
 const REQUIRED: [&str; 5] = ["job_id", "submit_s", "leaves", "duration_s", "kind"];
-const OPTIONAL: [&str; 3] = ["mem_gb", "time_limit_s", "user"];
+const OPTIONAL: [&str; 4] = ["mem_gb", "time_limit_s", "after", "user"];
 /// Larger than any host: a guard against typos such as `leaves=70000`.
 const MAX_LEAVES: u32 = 4096;
 /// Ten years: a guard against times given in milliseconds.
@@ -144,7 +148,7 @@ impl Trace {
                 tracing::warn!("{origin}:{header_line}: ignoring unknown column \"{h}\"");
             }
         }
-        let (mem_col, limit_col) = (col("mem_gb"), col("time_limit_s"));
+        let (mem_col, limit_col, after_col) = (col("mem_gb"), col("time_limit_s"), col("after"));
         let user_col = col("user");
 
         let mut jobs = Vec::new();
@@ -206,6 +210,14 @@ impl Trace {
                 .map(field)
                 .filter(|s| !s.is_empty())
                 .map(String::from);
+            let after = match after_col.map(field).filter(|s| !s.is_empty()) {
+                None => Vec::new(),
+                Some(s) => s
+                    .split(':')
+                    .map(|d| d.trim().parse::<u64>())
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| err("after", s, "is not job_ids separated by ':'"))?,
+            };
             jobs.push(TraceJob {
                 id,
                 submit_s,
@@ -215,6 +227,7 @@ impl Trace {
                 mem_gb,
                 time_limit_s,
                 user,
+                after,
             });
         }
         if jobs.is_empty() {
@@ -227,6 +240,7 @@ impl Trace {
     pub fn write<W: Write>(&self, w: W) -> std::io::Result<()> {
         let with_mem = self.jobs.iter().any(|j| j.mem_gb.is_some());
         let with_limit = self.jobs.iter().any(|j| j.time_limit_s.is_some());
+        let with_after = self.jobs.iter().any(|j| !j.after.is_empty());
         let mut out = csv::Writer::from_writer(w);
         let mut header: Vec<&str> = REQUIRED.to_vec();
         if with_mem {
@@ -234,6 +248,9 @@ impl Trace {
         }
         if with_limit {
             header.push("time_limit_s");
+        }
+        if with_after {
+            header.push("after");
         }
         let with_user = self.jobs.iter().any(|j| j.user.is_some());
         if with_user {
@@ -253,6 +270,10 @@ impl Trace {
             }
             if with_limit {
                 row.push(j.time_limit_s.map(|t| t.to_string()).unwrap_or_default());
+            }
+            if with_after {
+                let ids: Vec<String> = j.after.iter().map(u64::to_string).collect();
+                row.push(ids.join(":"));
             }
             if with_user {
                 row.push(j.user.clone().unwrap_or_default());

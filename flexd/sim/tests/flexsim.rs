@@ -452,3 +452,34 @@ fn jobs_static_mig_cannot_run_are_reported() {
         "{csv}"
     );
 }
+
+#[test]
+fn dependencies_in_the_after_column_order_the_jobs() {
+    // Job 2 would fit beside job 1 at once, but waits for it; job 3 waits for job 9, which
+    // never ends (it does not exist), and is reported as never started.
+    let trace = Trace::from_reader(
+        "job_id,submit_s,leaves,duration_s,kind,after\n\
+         1,0,2,1000,train,\n\
+         2,0,1,100,train,1\n\
+         3,0,1,100,train,9\n"
+            .as_bytes(),
+        "deps.csv",
+    )
+    .unwrap();
+    assert_eq!(trace.jobs[1].after, [1]);
+    let cfg = SimConfig::new(Policy::backfill(14));
+    let r = run(&testbed(), ModelKind::Fm, &trace, &cfg);
+    let end = |id: u64| {
+        r.jobs
+            .iter()
+            .find(|j| j.id == id)
+            .map(|j| (j.start_s, j.end_s))
+    };
+    let (_, first_end) = end(1).unwrap();
+    let (second_start, _) = end(2).unwrap();
+    assert!(second_start >= first_end, "{:?}", r.jobs);
+    assert!(r.not_run.iter().any(|n| n.id == 3));
+    let mut out = Vec::new();
+    trace.write(&mut out).unwrap();
+    assert!(String::from_utf8(out).unwrap().contains(",after\n"));
+}

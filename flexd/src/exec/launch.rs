@@ -3,6 +3,7 @@
 //! (`gres_plugin::env::job_env`), picks its MASTER_PORT and starts its supervisor.
 
 use super::{expand_pattern, LaunchSpec};
+use crate::config::SrunInJobs;
 use crate::store::{self, StoreError};
 use gres_plugin::env::{job_env, EnvUnit, JobEnvInput, NcclMode};
 use gres_plugin::JobId;
@@ -27,6 +28,23 @@ pub(crate) struct Launch {
     pub kill_grace: Duration,
     pub nccl: NcclMode,
     pub slurm_aliases: bool,
+    pub srun_in_jobs: SrunInJobs,
+    pub torchrun_in_jobs: bool,
+}
+
+/// Whether a job gets flexrun's `srun`: never in front of a real Slurm's.
+fn srun_function(mode: SrunInJobs) -> bool {
+    static SLURM_SRUN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    match mode {
+        SrunInJobs::Flexrun => true,
+        SrunInJobs::Off => false,
+        SrunInJobs::Auto => !*SLURM_SRUN.get_or_init(|| {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            std::env::split_paths(&path)
+                .chain(["/usr/bin".into(), "/usr/local/bin".into()])
+                .any(|d| d.join("srun").is_file())
+        }),
+    }
 }
 
 /// What the launcher reports back.
@@ -102,9 +120,15 @@ impl Launcher {
             master_port: port,
             nccl: &l.nccl,
             slurm_aliases: l.slurm_aliases,
+            srun: srun_function(l.srun_in_jobs),
+            torchrun: l.torchrun_in_jobs,
         }));
         env.push(("MASTER_PORT".into(), port.to_string()));
-        let expand = |p: &str| expand_pattern(p, l.job.0, &row.name, &row.user);
+        if let Some((task, spec)) = &row.array {
+            env.extend(super::array::array_env(task, spec, l.slurm_aliases));
+        }
+        let task = row.array.as_ref().map(|(t, _)| *t);
+        let expand = |p: &str| expand_pattern(p, l.job.0, &row.name, &row.user, task);
         let spec = LaunchSpec {
             job: l.job.0,
             uid: row.uid,
@@ -120,6 +144,8 @@ impl Launcher {
             time_limit_s: l.time_limit_s,
             kill_grace_ms: l.kill_grace.as_millis() as u64,
             socket: self.socket.clone(),
+            umask: row.umask.unwrap_or(0o022) & 0o777,
+            warn: row.signal,
         };
         let pid = self.start_supervisor(&spec)?;
         tracing::info!("job {}: started, supervisor pid {pid}", l.job);

@@ -12,6 +12,7 @@
 //! - [`cgroup`]: a cgroup v2 per job where the host allows it, so nothing the job forks escapes.
 
 pub(crate) mod affinity;
+pub(crate) mod array;
 pub(crate) mod cgroup;
 pub mod files;
 pub(crate) mod launch;
@@ -43,10 +44,28 @@ pub(crate) struct LaunchSpec {
     pub kill_grace_ms: u64,
     /// flexd's socket, to say the job ended.
     pub socket: PathBuf,
+    /// The umask the job runs with (the submitter's; 022 when the submission had none).
+    #[serde(default = "default_umask")]
+    pub umask: u32,
+    /// `--signal`: what to send before the time limit, and to whom.
+    #[serde(default)]
+    pub warn: Option<flex_proto::WarnSignal>,
 }
 
-/// Expand `%j` (job id), `%x` (job name), `%u` (user) and `%%` in an output path pattern.
-pub(crate) fn expand_pattern(pattern: &str, job: u64, name: &str, user: &str) -> String {
+fn default_umask() -> u32 {
+    0o022
+}
+
+/// Expand `%j` (job id), `%x` (job name), `%u` (user), `%A` (array job id; the job id outside
+/// an array), `%a` (array task index; 4294967294 outside an array, as Slurm) and `%%` in an
+/// output path pattern.
+pub(crate) fn expand_pattern(
+    pattern: &str,
+    job: u64,
+    name: &str,
+    user: &str,
+    array: Option<flex_proto::ArrayTask>,
+) -> String {
     let mut out = String::with_capacity(pattern.len() + 8);
     let mut it = pattern.chars();
     while let Some(c) = it.next() {
@@ -58,6 +77,8 @@ pub(crate) fn expand_pattern(pattern: &str, job: u64, name: &str, user: &str) ->
             Some('j') => out.push_str(&job.to_string()),
             Some('x') => out.push_str(name),
             Some('u') => out.push_str(user),
+            Some('A') => out.push_str(&array.map_or(job, |a| a.job.0).to_string()),
+            Some('a') => out.push_str(&array.map_or(u32::MAX - 1, |a| a.index).to_string()),
             Some('%') => out.push('%'),
             Some(o) => {
                 out.push('%');
@@ -90,10 +111,18 @@ mod tests {
     #[test]
     fn patterns_expand() {
         assert_eq!(
-            expand_pattern("out/%x-%j.%u.log", 7, "train", "ana"),
+            expand_pattern("out/%x-%j.%u.log", 7, "train", "ana", None),
             "out/train-7.ana.log"
         );
-        assert_eq!(expand_pattern("100%%-%q%", 1, "", ""), "100%-%q%");
+        assert_eq!(expand_pattern("100%%-%q%", 1, "", "", None), "100%-%q%");
+        let task = flex_proto::ArrayTask {
+            job: gres_plugin::JobId(12),
+            index: 3,
+        };
+        assert_eq!(
+            expand_pattern("%A_%a-%j", 15, "", "", Some(task)),
+            "12_3-15"
+        );
     }
 
     #[test]

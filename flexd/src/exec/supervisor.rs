@@ -16,7 +16,7 @@
 //! It must stay single-threaded until the job is spawned: it forks.
 
 use super::cgroup::{self, JobCgroup};
-use super::files::{write_atomic, RunFile, StatusFile};
+use super::files::{self, write_atomic, RunFile, StatusFile};
 use super::{interpreter, LaunchSpec};
 use crate::paths::{run_file, status_file};
 use flex_proto::{self as proto, Hello, JobState, Request, Response};
@@ -136,6 +136,9 @@ fn write_run(run_dir: &Path, spec: &LaunchSpec, pgid: Option<i32>, cg: Option<&J
         job_pgid: pgid,
         uid: spec.uid,
         cgroup: cg.map(|c| c.path.clone()),
+        supervisor_start: files::start_time(std::process::id()).ok().flatten(),
+        job_start: pgid.and_then(|p| files::start_time(p as u32).ok().flatten()),
+        boot_id: files::boot_id(),
     };
     let body = serde_json::to_vec(&run).expect("run file serializes");
     let _ = write_atomic(&run_file(run_dir, JobId(spec.job)), &body, false);
@@ -210,6 +213,25 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path) -> StatusFile {
     }
 }
 
+/// Send `--signal`'s signal as Slurm does: with `B:` to the batch shell alone, else to the
+/// job's other processes and not the batch shell (whose default for USR1 is to die): the
+/// commands it runs, and flexrun, which passes USR1, USR2, HUP, INT and TERM on to its ranks.
+fn warn_job(w: &flex_proto::WarnSignal, group: Pid) {
+    let Ok(sig) = Signal::try_from(w.signal) else {
+        return;
+    };
+    if w.batch_only {
+        let _ = nix::sys::signal::kill(group, sig);
+        return;
+    }
+    let shell = group.as_raw() as u32;
+    for pid in super::files::group_members(shell) {
+        if pid != shell {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), sig);
+        }
+    }
+}
+
 /// Wait for the job; returns CANCELLED or TIMEOUT when the supervisor ended it.
 fn watch(
     spec: &LaunchSpec,
@@ -223,6 +245,13 @@ fn watch(
     let grace = Duration::from_millis(spec.kill_grace_ms);
     let mut ending: Option<(JobState, Instant)> = None;
     let mut killed = false;
+    // `--signal`: when to warn the job, until it has been warned.
+    let mut warn = spec.warn.map(|w| {
+        let at = limit
+            .checked_sub(Duration::from_secs(u64::from(w.before_s)))
+            .unwrap_or_else(Instant::now);
+        (w, at)
+    });
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return (ending.map(|(s, _)| s), status),
@@ -230,6 +259,12 @@ fn watch(
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
         let now = Instant::now();
+        if let Some((w, at)) = warn {
+            if now >= at && ending.is_none() {
+                warn_job(&w, group);
+                warn = None;
+            }
+        }
         if ending.is_none() {
             let why = if term.load(Ordering::SeqCst) {
                 Some(JobState::Cancelled)
@@ -258,7 +293,7 @@ fn watch(
         let next = match ending {
             Some((_, at)) if !killed => at,
             Some(_) => now + Duration::from_secs(1),
-            None => limit,
+            None => warn.map_or(limit, |(_, at)| at.min(limit)),
         };
         let wait = next
             .saturating_duration_since(now)
@@ -277,12 +312,7 @@ fn watch(
 /// Start the job's first process: the script's interpreter on a memfd copy of the script, in a
 /// new process group, as the user.
 fn spawn_job(spec: &LaunchSpec, cg: Option<&JobCgroup>) -> Result<Child, String> {
-    let memfd =
-        nix::sys::memfd::memfd_create(c"flex-job-script", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
-            .map_err(|e| format!("memfd_create: {e}"))?;
-    std::fs::File::from(memfd.try_clone().map_err(|e| format!("memfd: {e}"))?)
-        .write_all(spec.script.as_bytes())
-        .map_err(|e| format!("cannot write the script to a memfd: {e}"))?;
+    let memfd = script_memfd(&spec.script)?;
     let script_fd = memfd.as_raw_fd();
     let (prog, arg) = interpreter(&spec.script);
     let mut cmd = Command::new(&prog);
@@ -293,61 +323,15 @@ fn spawn_job(spec: &LaunchSpec, cg: Option<&JobCgroup>) -> Result<Child, String>
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .process_group(0);
-
-    let privileged = nix::unistd::geteuid().is_root();
-    if !privileged && spec.uid != nix::unistd::geteuid().as_raw() {
-        return Err(format!(
-            "flexd runs as uid {} and cannot run a job as uid {}",
-            nix::unistd::geteuid(),
-            spec.uid
-        ));
-    }
-    let groups = privileged.then(|| {
-        CString::new(spec.user.as_bytes())
-            .ok()
-            .and_then(|u| nix::unistd::getgrouplist(&u, Gid::from_raw(spec.gid)).ok())
-            .unwrap_or_else(|| vec![Gid::from_raw(spec.gid)])
-    });
-    let cstr =
-        |p: &[u8], what: &str| CString::new(p).map_err(|_| format!("{what} contains a NUL byte"));
-    let workdir = cstr(spec.workdir.as_os_str().as_bytes(), "the working directory")?;
-    let stdout = cstr(spec.stdout.as_bytes(), "the output path")?;
-    let stderr = spec
-        .stderr
-        .as_ref()
-        .map(|p| cstr(p.as_bytes(), "the error path"))
-        .transpose()?;
-    let cgroup_procs = cg
-        .map(|c| cstr(c.procs_file().as_os_str().as_bytes(), "the cgroup path"))
-        .transpose()?;
-    let cpus = (!spec.cpus.is_empty()).then(|| {
-        let mut set = nix::sched::CpuSet::new();
-        for &c in &spec.cpus {
-            let _ = set.set(c as usize);
-        }
-        set
-    });
-    let (err_r, err_w) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
-    let ctx = ChildSetup {
-        uid: Uid::from_raw(spec.uid),
-        gid: Gid::from_raw(spec.gid),
-        groups,
-        workdir,
-        workdir_shown: spec.workdir.display().to_string(),
-        stdout,
-        stderr,
-        cpus,
-        script_fd,
-        err_w,
-        cgroup_procs,
-    };
+    let (ctx, err_r) = ChildSetup::prepare(spec, cg, script_fd)?;
     // SAFETY: the closure runs in the forked child of this single-threaded process; it only
     // makes system calls and formats an error message before exec.
     unsafe {
         cmd.pre_exec(move || ctx.run());
     }
     let spawned = cmd.spawn();
+    // Drops this process's copy of the error pipe's write end (the closure holds it), so
+    // reading the pipe ends once the child's copy closes.
     drop(cmd);
     match spawned {
         Ok(child) => {
@@ -365,6 +349,17 @@ fn spawn_job(spec: &LaunchSpec, cg: Option<&JobCgroup>) -> Result<Child, String>
     }
 }
 
+/// The script in a memfd, so the job can read it without it lying on disk.
+fn script_memfd(script: &str) -> Result<OwnedFd, String> {
+    let memfd =
+        nix::sys::memfd::memfd_create(c"flex-job-script", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+            .map_err(|e| format!("memfd_create: {e}"))?;
+    std::fs::File::from(memfd.try_clone().map_err(|e| format!("memfd: {e}"))?)
+        .write_all(script.as_bytes())
+        .map_err(|e| format!("cannot write the script to a memfd: {e}"))?;
+    Ok(memfd)
+}
+
 /// What the job's process does between fork and exec.
 struct ChildSetup {
     uid: Uid,
@@ -380,9 +375,71 @@ struct ChildSetup {
     err_w: OwnedFd,
     /// The job's cgroup.procs: joined first, while still privileged.
     cgroup_procs: Option<CString>,
+    /// The submitter's umask, set before the output files are created.
+    umask: nix::sys::stat::Mode,
 }
 
 impl ChildSetup {
+    /// Everything the child needs, made before the fork (the child may only make system
+    /// calls); returns it with the read end of the pipe the child reports a failure on.
+    fn prepare(
+        spec: &LaunchSpec,
+        cg: Option<&JobCgroup>,
+        script_fd: i32,
+    ) -> Result<(ChildSetup, OwnedFd), String> {
+        let privileged = nix::unistd::geteuid().is_root();
+        if !privileged && spec.uid != nix::unistd::geteuid().as_raw() {
+            return Err(format!(
+                "flexd runs as uid {} and cannot run a job as uid {}",
+                nix::unistd::geteuid(),
+                spec.uid
+            ));
+        }
+        let groups = privileged.then(|| {
+            CString::new(spec.user.as_bytes())
+                .ok()
+                .and_then(|u| nix::unistd::getgrouplist(&u, Gid::from_raw(spec.gid)).ok())
+                .unwrap_or_else(|| vec![Gid::from_raw(spec.gid)])
+        });
+        let cstr = |p: &[u8], what: &str| {
+            CString::new(p).map_err(|_| format!("{what} contains a NUL byte"))
+        };
+        let workdir = cstr(spec.workdir.as_os_str().as_bytes(), "the working directory")?;
+        let stdout = cstr(spec.stdout.as_bytes(), "the output path")?;
+        let stderr = spec
+            .stderr
+            .as_ref()
+            .map(|p| cstr(p.as_bytes(), "the error path"))
+            .transpose()?;
+        let cgroup_procs = cg
+            .map(|c| cstr(c.procs_file().as_os_str().as_bytes(), "the cgroup path"))
+            .transpose()?;
+        let cpus = (!spec.cpus.is_empty()).then(|| {
+            let mut set = nix::sched::CpuSet::new();
+            for &c in &spec.cpus {
+                let _ = set.set(c as usize);
+            }
+            set
+        });
+        let (err_r, err_w) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+        let ctx = ChildSetup {
+            uid: Uid::from_raw(spec.uid),
+            gid: Gid::from_raw(spec.gid),
+            groups,
+            workdir,
+            workdir_shown: spec.workdir.display().to_string(),
+            stdout,
+            stderr,
+            cpus,
+            script_fd,
+            err_w,
+            cgroup_procs,
+            umask: nix::sys::stat::Mode::from_bits_truncate(spec.umask & 0o777),
+        };
+        Ok((ctx, err_r))
+    }
+
     fn fail(&self, what: String, e: nix::errno::Errno) -> std::io::Error {
         let msg = format!("{what}: {}", e.desc());
         let _ = nix::unistd::write(&self.err_w, msg.as_bytes());
@@ -401,6 +458,7 @@ impl ChildSetup {
             nix::unistd::setuid(self.uid)
                 .map_err(|e| self.fail(format!("setuid {}", self.uid), e))?;
         }
+        nix::sys::stat::umask(self.umask);
         nix::unistd::chdir(self.workdir.as_c_str()).map_err(|e| {
             self.fail(
                 format!(

@@ -12,8 +12,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
-/// Serve one connection until the client closes it.
-pub(crate) async fn serve(shared: Arc<Shared>, stream: UnixStream) {
+/// Serve one connection until the client closes it, is idle for `idle_timeout`, or takes
+/// longer than `frame_timeout` to send a frame.
+pub(crate) async fn serve(shared: Arc<Shared>, stream: UnixStream, _open: super::OpenConn) {
     let peer = match stream.peer_cred() {
         Ok(c) => Peer {
             uid: c.uid(),
@@ -27,14 +28,51 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: UnixStream) {
         }
     };
     let (mut rd, mut wr) = stream.into_split();
-    let mut buf = Vec::with_capacity(8192);
-    let max = || shared.max_frame.load(Ordering::Relaxed);
-    let hello: Hello = match read(&mut rd, &mut buf, max()).await {
-        Ok(h) => h,
-        Err(FrameError::Closed) => return,
-        Err(e) => {
-            refuse(&mut rd, &mut wr, &buf, &e).await;
+    let _slot = match shared.conn_slot(peer.uid, &peer.user) {
+        Ok(s) => s,
+        Err(why) => {
+            super::health::warn_limited(&format!("connection refused: {why}"));
+            let _ = write(&mut wr, &Response::error(ErrorKind::LimitExceeded, why)).await;
             return;
+        }
+    };
+    let mut buf = Vec::with_capacity(8192);
+    if !hello(&shared, &peer, &mut rd, &mut wr, &mut buf).await {
+        return;
+    }
+    loop {
+        let req: Request = match read(&mut rd, &mut buf, Budget::now(&shared)).await {
+            Ok(r) => r,
+            Err(ReadError::Frame(FrameError::Closed)) => return,
+            Err(e) => {
+                refuse(&mut rd, &mut wr, &buf, &e).await;
+                return;
+            }
+        };
+        shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        let sent = answer(&shared, &peer, req, &mut wr).await;
+        shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+/// Read the client's Hello and answer it; a client of another protocol version is told so.
+/// Returns whether the connection goes on to requests.
+async fn hello(
+    shared: &Shared,
+    peer: &Peer,
+    rd: &mut tokio::net::unix::OwnedReadHalf,
+    wr: &mut tokio::net::unix::OwnedWriteHalf,
+    buf: &mut Vec<u8>,
+) -> bool {
+    let hello: Hello = match read(rd, buf, Budget::now(shared)).await {
+        Ok(h) => h,
+        Err(ReadError::Frame(FrameError::Closed)) => return false,
+        Err(e) => {
+            refuse(rd, wr, buf, &e).await;
+            return false;
         }
     };
     if hello.version != proto::PROTOCOL_VERSION {
@@ -50,33 +88,15 @@ pub(crate) async fn serve(shared: Arc<Shared>, stream: UnixStream) {
             hello.version,
             proto::PROTOCOL_VERSION
         );
-        let _ = write(&mut wr, &Response::error(ErrorKind::VersionMismatch, msg)).await;
-        return;
+        let _ = write(wr, &Response::error(ErrorKind::VersionMismatch, msg)).await;
+        return false;
     }
     let server = format!("flexd {}", env!("CARGO_PKG_VERSION"));
     let ok = Response::Hello(flex_proto::HelloReply {
         version: proto::PROTOCOL_VERSION,
         server,
     });
-    if write(&mut wr, &ok).await.is_err() {
-        return;
-    }
-    loop {
-        let req: Request = match read(&mut rd, &mut buf, max()).await {
-            Ok(r) => r,
-            Err(FrameError::Closed) => return,
-            Err(e) => {
-                refuse(&mut rd, &mut wr, &buf, &e).await;
-                return;
-            }
-        };
-        shared.in_flight.fetch_add(1, Ordering::SeqCst);
-        let sent = answer(&shared, &peer, req, &mut wr).await;
-        shared.in_flight.fetch_sub(1, Ordering::SeqCst);
-        if sent.is_err() {
-            return;
-        }
-    }
+    write(wr, &ok).await.is_ok()
 }
 
 /// Answer one request: one frame, or a listing's pages one after the other (each made under
@@ -109,10 +129,10 @@ async fn refuse(
     rd: &mut tokio::net::unix::OwnedReadHalf,
     wr: &mut tokio::net::unix::OwnedWriteHalf,
     buf: &[u8],
-    e: &FrameError,
+    e: &ReadError,
 ) {
     let _ = write(wr, &bad_frame(e)).await;
-    if let FrameError::TooLarge { size, .. } = e {
+    if let ReadError::Frame(FrameError::TooLarge { size, .. }) = e {
         let mut left = (size + 4).saturating_sub(buf.len());
         let mut scratch = vec![0u8; 64 << 10];
         let _ = tokio::time::timeout(Duration::from_secs(10), async {
@@ -127,32 +147,121 @@ async fn refuse(
     }
 }
 
-fn bad_frame(e: &FrameError) -> Response {
+fn bad_frame(e: &ReadError) -> Response {
     match e {
-        FrameError::TooLarge { size, max } => Response::error(
+        ReadError::Frame(FrameError::TooLarge { size, max }) => Response::error(
             ErrorKind::LimitExceeded,
             format!("the request is {size} bytes, more than max_frame_bytes = {max}"),
         ),
-        _ => Response::error(ErrorKind::InvalidRequest, e.to_string()),
+        ReadError::Frame(e) => Response::error(ErrorKind::InvalidRequest, e.to_string()),
+        ReadError::Busy { size, max } => Response::error(
+            ErrorKind::LimitExceeded,
+            format!(
+                "flexd cannot hold the request of {size} bytes now: requests still arriving \
+                 take max_buffered_bytes = {max}; try again"
+            ),
+        ),
+    }
+}
+
+/// Why a frame was not read.
+enum ReadError {
+    Frame(FrameError),
+    /// The budget for bytes of unfinished frames is spent.
+    Busy {
+        size: usize,
+        max: usize,
+    },
+}
+
+impl From<FrameError> for ReadError {
+    fn from(e: FrameError) -> Self {
+        ReadError::Frame(e)
+    }
+}
+
+impl From<std::io::Error> for ReadError {
+    fn from(e: std::io::Error) -> Self {
+        ReadError::Frame(e.into())
+    }
+}
+
+/// What one frame may take: bytes, time waiting for it to begin, time for it to arrive.
+struct Budget {
+    max_frame: usize,
+    idle: Duration,
+    frame: Duration,
+    /// Bytes of unfinished frames all connections may hold, as permits.
+    buffered: Arc<tokio::sync::Semaphore>,
+    max_buffered: usize,
+}
+
+impl Budget {
+    /// The budget for the next frame, from the limits in force now (a reload may change them).
+    fn now(shared: &Shared) -> Budget {
+        let l = shared.limits();
+        Budget {
+            max_frame: shared.max_frame.load(Ordering::Relaxed),
+            idle: l.idle_timeout,
+            frame: l.frame_timeout,
+            buffered: shared.buffered.clone(),
+            max_buffered: shared.max_buffered,
+        }
     }
 }
 
 async fn read<T: serde::de::DeserializeOwned>(
     rd: &mut tokio::net::unix::OwnedReadHalf,
     buf: &mut Vec<u8>,
-    max: usize,
-) -> Result<T, FrameError> {
+    max: Budget,
+) -> Result<T, ReadError> {
+    let idle_until = tokio::time::Instant::now() + max.idle;
+    let mut frame_until = None;
+    // This frame's share of the buffering budget, held until it is read whole.
+    let mut held: Option<tokio::sync::OwnedSemaphorePermit> = None;
     loop {
-        if let Some((msg, used)) = proto::decode(buf, max)? {
+        if let Some((msg, used)) = proto::decode(buf, max.max_frame)? {
             buf.drain(..used);
+            if buf.capacity() > 64 << 10 {
+                buf.shrink_to(8192);
+            }
             return Ok(msg);
         }
-        if rd.read_buf(buf).await? == 0 {
+        if held.is_none() && buf.len() >= 4 {
+            let size = u32::from_be_bytes(buf[..4].try_into().expect("4 bytes")) as usize + 4;
+            let permit = u32::try_from(size)
+                .ok()
+                .and_then(|n| max.buffered.clone().try_acquire_many_owned(n).ok());
+            let Some(p) = permit else {
+                return Err(ReadError::Busy {
+                    size,
+                    max: max.max_buffered,
+                });
+            };
+            held = Some(p);
+            buf.reserve_exact(size.saturating_sub(buf.len()));
+        }
+        if !buf.is_empty() && frame_until.is_none() {
+            frame_until = Some(tokio::time::Instant::now() + max.frame);
+        }
+        let until = frame_until.unwrap_or(idle_until);
+        let Ok(got) = tokio::time::timeout_at(until, rd.read_buf(buf)).await else {
+            return Err(match frame_until {
+                None => FrameError::Closed,
+                Some(_) => FrameError::Malformed(format!(
+                    "the request did not arrive whole within frame_timeout = {}",
+                    humantime::format_duration(max.frame)
+                )),
+            }
+            .into());
+        };
+        if got? == 0 {
             return Err(if buf.is_empty() {
                 FrameError::Closed
             } else {
                 FrameError::Malformed("connection closed inside a frame".into())
-            });
+            }
+            .into());
         }
     }
 }

@@ -2,7 +2,7 @@
 //! to its handler, one file per request under [`super::handlers`], and answers nothing itself.
 
 use super::handlers::{
-    accounting, cancel, job_ended, leaf_map, priority, queue, submit, test_only, Peer,
+    accounting, cancel, control, job_ended, leaf_map, priority, queue, submit, test_only, Peer,
 };
 use super::{unix_now, Shared};
 use flex_proto::{Request, Response};
@@ -17,8 +17,9 @@ pub(crate) async fn dispatch(shared: &Shared, peer: &Peer, req: Request) -> Resp
         }
         Request::Queue(f) => shared.with_core(|c| queue::queue(&c.state, &f)),
         Request::QueueRows(f) => shared.with_core(|c| queue::queue_rows(&c.state, &f, now)),
-        Request::Cancel(flex_proto::CancelRequest { jobs, signal }) => {
-            shared.with_core(|c| cancel::cancel(&mut c.state, peer, &jobs, signal, now))
+        Request::Cancel(req) => shared.with_core(|c| cancel::cancel(&mut c.state, peer, &req, now)),
+        Request::Control(req) => {
+            shared.with_core(|c| control::control(&c.settings, &mut c.state, peer, &req, now))
         }
         Request::LeafMap => shared.with_core(|c| leaf_map::leaf_map(&c.state)),
         Request::Ping => Response::Pong,

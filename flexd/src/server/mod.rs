@@ -58,6 +58,42 @@ pub(crate) struct Shared {
     pub acct: handlers::accounting::Accounting,
     /// Counters and histograms for the metrics endpoint.
     pub metrics: crate::metrics::Metrics,
+    /// Open connections by uid, and in all.
+    conns: Mutex<HashMap<u32, u32>>,
+    open_conns: AtomicUsize,
+    /// Descriptors connections may use: the open-file limit less those open at start.
+    pub fd_budget: AtomicUsize,
+    /// Bytes of frames still arriving that all connections together may hold
+    /// (`max_buffered_bytes`, read at start), as permits.
+    pub buffered: std::sync::Arc<tokio::sync::Semaphore>,
+    pub max_buffered: usize,
+}
+
+/// A connection's place in the budgets; given back on drop.
+pub(crate) struct ConnSlot<'a> {
+    shared: &'a Shared,
+    uid: u32,
+}
+
+impl Drop for ConnSlot<'_> {
+    fn drop(&mut self) {
+        let mut conns = self.shared.conns.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = conns.get_mut(&self.uid) {
+            *n -= 1;
+            if *n == 0 {
+                conns.remove(&self.uid);
+            }
+        }
+    }
+}
+
+/// A connection counted in the total; given back on drop.
+pub(crate) struct OpenConn(std::sync::Arc<Shared>);
+
+impl Drop for OpenConn {
+    fn drop(&mut self) {
+        self.0.open_conns.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 pub(crate) fn unix_now() -> u64 {
@@ -75,6 +111,7 @@ impl Shared {
         db: PathBuf,
     ) -> Shared {
         let max = core.settings.limits.max_frame_bytes as usize;
+        let max_buffered = core.settings.limits.max_buffered_bytes as usize;
         Shared {
             core: Mutex::new(core),
             writer,
@@ -86,7 +123,45 @@ impl Shared {
             users: Mutex::new(HashMap::new()),
             acct: handlers::accounting::Accounting::new(db),
             metrics: crate::metrics::Metrics::default(),
+            conns: Mutex::new(HashMap::new()),
+            open_conns: AtomicUsize::new(0),
+            fd_budget: AtomicUsize::new(usize::MAX),
+            buffered: std::sync::Arc::new(tokio::sync::Semaphore::new(max_buffered)),
+            max_buffered,
         }
+    }
+
+    /// Count a new connection in the total, unless it would eat into `reserved_fds`: then
+    /// Err with why (the caller closes it at once).
+    pub(crate) fn open_conn(self: &std::sync::Arc<Self>) -> Result<OpenConn, String> {
+        let reserved = self.limits().reserved_fds as usize;
+        let max = self
+            .fd_budget
+            .load(Ordering::Relaxed)
+            .saturating_sub(reserved);
+        let n = self.open_conns.fetch_add(1, Ordering::SeqCst);
+        let conn = OpenConn(self.clone());
+        if n >= max {
+            return Err(format!(
+                "{n} connections open, as many as the open-file limit allows with \
+                 reserved_fds = {reserved} kept free; closing a new one"
+            ));
+        }
+        Ok(conn)
+    }
+
+    /// Take a place for a connection of `uid`, or say why it has none.
+    pub(crate) fn conn_slot(&self, uid: u32, user: &str) -> Result<ConnSlot<'_>, String> {
+        let max = self.limits().max_connections_per_user;
+        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        let n = conns.entry(uid).or_insert(0);
+        if *n >= max {
+            return Err(format!(
+                "{user} already has {n} connections open (max_connections_per_user = {max})"
+            ));
+        }
+        *n += 1;
+        Ok(ConnSlot { shared: self, uid })
     }
 
     fn lock(&self) -> MutexGuard<'_, Core> {
@@ -180,6 +255,11 @@ impl Shared {
 
     pub(crate) fn settings(&self) -> Settings {
         self.lock().settings.clone()
+    }
+
+    /// The current limits (without copying the rest of the settings).
+    pub(crate) fn limits(&self) -> crate::config::Limits {
+        self.lock().settings.limits.clone()
     }
 
     fn user_name(&self, uid: u32) -> String {

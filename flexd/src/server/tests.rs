@@ -72,6 +72,9 @@ fn spec(leaves: u32) -> JobSpec {
         account: None,
         qos: None,
         nice: 0,
+        queue: Default::default(),
+        umask: None,
+        signal: None,
     }
 }
 
@@ -136,7 +139,7 @@ fn submissions_start_with_their_commit_or_by_a_pass() {
     let (mut st2, _) = state(0);
     let nj = handlers::submit::prepare_submit(&s, &mut st2, &ana, spec(14), NOW).unwrap();
     assert!(nj.start.is_some());
-    st2.abandon_submission(nj.uid, nj.start.as_ref());
+    st2.abandon_submission(nj.uid, 1, nj.start.as_ref());
     assert_eq!(st2.queued_by(1000), 0);
     assert!(
         handlers::submit::prepare_submit(&s, &mut st2, &ana, spec(14), NOW)
@@ -221,7 +224,12 @@ fn cancel_checks_ownership_and_reaches_the_supervisor() {
     st.take_outbox();
 
     let cancel = |st: &mut State, p: &Peer, jobs: Vec<JobId>, signal| {
-        handlers::cancel::cancel(st, p, &jobs, signal, NOW)
+        let req = flex_proto::CancelRequest {
+            jobs,
+            signal,
+            tasks: vec![],
+        };
+        handlers::cancel::cancel(st, p, &req, NOW)
     };
     let (k, m) = error(cancel(&mut st, &bo, vec![running], None));
     assert_eq!(k, ErrorKind::PermissionDenied);
@@ -330,7 +338,12 @@ fn the_queue_view_filters() {
     let a = submit(&s, &mut st, &peer(1000, "ana"), 1, 14);
     let b = submit(&s, &mut st, &peer(1001, "bo"), 2, 1);
     let c = submit(&s, &mut st, &peer(1001, "bo"), 3, 1);
-    handlers::cancel::cancel(&mut st, &peer(1001, "bo"), &[c], None, NOW);
+    let req = flex_proto::CancelRequest {
+        jobs: vec![c],
+        signal: None,
+        tasks: vec![],
+    };
+    handlers::cancel::cancel(&mut st, &peer(1001, "bo"), &req, NOW);
     st.schedule(&s, NOW);
     let ids = |st: &mut State, f: QueueFilter| -> Vec<JobId> {
         match handlers::queue::queue(st, &f) {
@@ -473,6 +486,7 @@ fn row(id: u64, state: JobState, leaves: u32) -> JobRow {
         supervisor_pid: Some(77),
         master_port: None,
         qos: None,
+        q: Default::default(),
     }
 }
 

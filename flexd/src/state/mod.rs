@@ -12,20 +12,27 @@ use crate::exec::files::StatusFile;
 use crate::exec::launch::Launch;
 use crate::store::writer::{End, Op};
 use crate::store::{JobRow, NewJob, StoredAlloc};
-use flex_proto::{units_text, JobState, JobView, QueueRow};
+use flex_proto::JobState;
 use flex_sched::{
     self as sched, Allocation, Cluster, Decisions, Model, PendingJob, Reason, RunningJob,
 };
 use gres_plugin::env::EnvUnit;
 use gres_plugin::JobId;
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+pub(crate) mod control;
+mod depend;
+mod eligible;
 mod prepare;
 pub(crate) mod priority;
 mod queue;
 mod recover;
+#[cfg(test)]
+mod tests;
+mod view;
+pub(crate) use eligible::group_id;
+use eligible::Group;
 use queue::Queue;
 pub(crate) use recover::Found;
 
@@ -57,6 +64,8 @@ pub(crate) struct Job {
     pub alloc: Option<Box<Allocation>>,
     /// Someone asked to cancel it before its supervisor was known.
     pub cancel_pending: Option<u32>,
+    /// Someone asked to requeue it before its supervisor was known.
+    pub requeue_pending: bool,
 }
 
 /// How a job ended, from its status file or flexd's own judgement.
@@ -86,8 +95,14 @@ pub(crate) struct State {
     /// Boxed: a `Job` is ~460 bytes and B-tree nodes are about half full, so inline values
     /// would cost twice that per job in a long queue.
     jobs: BTreeMap<JobId, Box<Job>>,
-    /// The queue as the core takes it.
+    /// The queue as the core takes it: eligible pending jobs, a few per array.
     pending: Queue,
+    /// Pending and running jobs by submission (a job, or an array): see [`eligible`].
+    groups: BTreeMap<JobId, Group>,
+    /// Arrays in memory: job id → how many ids from it its tasks span.
+    arrays: BTreeMap<JobId, u64>,
+    /// Groups whose dependency is not decided yet.
+    dep_waiting: BTreeSet<JobId>,
     /// What the last pass said about each job it left waiting, by id.
     waiting: Vec<sched::Pending>,
     running: BTreeSet<JobId>,
@@ -123,6 +138,9 @@ impl State {
             cluster,
             jobs: BTreeMap::new(),
             pending: Queue::default(),
+            groups: BTreeMap::new(),
+            arrays: BTreeMap::new(),
+            dep_waiting: BTreeSet::new(),
             waiting: Vec::new(),
             running: BTreeSet::new(),
             queued: HashMap::new(),
@@ -188,16 +206,18 @@ impl State {
         self.queued.get(&uid).copied().unwrap_or(0)
     }
 
-    /// Count a submission against its user's limit before it is committed.
-    pub(crate) fn begin_submission(&mut self, uid: u32) {
-        *self.queued.entry(uid).or_insert(0) += 1;
+    /// Count a submission of `tasks` jobs against its user's limit before it is committed.
+    pub(crate) fn begin_submission(&mut self, uid: u32, tasks: u32) {
+        *self.queued.entry(uid).or_insert(0) += tasks;
         self.in_flight += 1;
     }
 
     /// A submission that could not be committed: give back its count and its resources.
-    pub(crate) fn abandon_submission(&mut self, uid: u32, start: Option<&StoredAlloc>) {
+    pub(crate) fn abandon_submission(&mut self, uid: u32, tasks: u32, start: Option<&StoredAlloc>) {
         self.in_flight = self.in_flight.saturating_sub(1);
-        self.unreserve(uid);
+        if let Some(n) = self.queued.get_mut(&uid) {
+            *n = n.saturating_sub(tasks);
+        }
         if let Some(a) = start {
             self.cluster.release(&a.placement);
         }
@@ -238,12 +258,14 @@ impl State {
         ))
     }
 
-    /// A committed submission joins the queue, or runs when it was started with its commit.
+    /// A committed submission joins the queue (an array: every task, ids from `id` on), or
+    /// runs when it was started with its commit.
     pub(crate) fn add_submitted(&mut self, s: &Settings, id: JobId, j: NewJob) {
         self.in_flight = self.in_flight.saturating_sub(1);
+        let q = &j.spec.queue;
         let row = JobRow {
             id,
-            name: j.spec.name,
+            name: j.spec.name.clone(),
             uid: j.uid,
             gid: j.gid,
             user: j.user,
@@ -260,33 +282,49 @@ impl State {
             alloc: None,
             supervisor_pid: None,
             master_port: None,
-            qos: j.spec.qos,
+            qos: j.spec.qos.clone(),
+            q: Box::new(crate::store::Queueing {
+                throttle: q.array.as_ref().and_then(|a| a.throttle),
+                dependency: q.dependency.clone(),
+                hold: crate::store::Hold::submitted(q.hold),
+                requeue: q.requeue.unwrap_or(true),
+                nice: i64::from(j.spec.nice),
+                ..Default::default()
+            }),
         };
         let mut job = Job {
             row,
             alloc: None,
             cancel_pending: None,
+            requeue_pending: false,
         };
-        match j.start {
-            None => {
-                self.pending.push(pending_job(&job));
-                self.roster.add(&job);
-                self.jobs.insert(id, Box::new(job));
-                self.dirty = true;
+        let Some(stored) = j.start else {
+            let indices = q.array.as_ref().map(|a| a.indices());
+            for (k, index) in indices.into_iter().flatten().enumerate() {
+                let mut task = job.clone();
+                task.row.id = JobId(id.0 + k as u64);
+                task.row.q.array = Some(flex_proto::ArrayTask { job: id, index });
+                self.jobs.insert(task.row.id, Box::new(task));
+                self.enqueue(JobId(id.0 + k as u64));
             }
-            Some(stored) => {
-                let limit = job.row.request.time_limit_s;
-                let launch = self.launch(s, id, &stored.placement, limit);
-                job.row.state = JobState::Running;
-                job.row.start_time = Some(j.submit_time);
-                job.alloc = Some(Box::new(stored.placement.clone()));
-                job.row.alloc = Some(Box::new(stored));
-                self.running.insert(id);
+            if q.array.is_none() {
                 self.jobs.insert(id, Box::new(job));
-                tracing::debug!("job {id}: started with its submission");
-                self.outbox.push(Effect::Launch(Box::new(launch)));
+                self.enqueue(id);
             }
-        }
+            self.dirty = true;
+            return;
+        };
+        let limit = job.row.request.time_limit_s;
+        let launch = self.launch(s, &job.row, &stored.placement, limit);
+        job.row.state = JobState::Running;
+        job.row.start_time = Some(j.submit_time);
+        job.alloc = Some(Box::new(stored.placement.clone()));
+        job.row.alloc = Some(Box::new(stored));
+        self.running.insert(id);
+        self.jobs.insert(id, Box::new(job));
+        self.count_running(id);
+        tracing::debug!("job {id}: started with its submission");
+        self.outbox.push(Effect::Launch(Box::new(launch)));
     }
 
     #[cfg(test)]
@@ -302,9 +340,12 @@ impl State {
     }
 
     /// The input of a pass, so the core can run without the lock; None with an empty queue.
-    /// Priorities and limits are decided here (state/priority.rs): the core gets plain numbers
-    /// and only the jobs no limit holds back.
+    /// Dependencies are decided first: the core sees only jobs that may start. Then priorities
+    /// and limits (state/priority.rs, state/prepare.rs): the core gets plain numbers and only
+    /// the jobs no limit holds back.
     pub(crate) fn plan(&mut self, s: &Settings, now: u64) -> Option<Plan> {
+        self.refresh_dependencies(s, now);
+        self.dirty = false;
         if self.pending.is_empty() {
             return None;
         }
@@ -340,10 +381,10 @@ impl State {
 
     /// A pending job's priority as of the last plan (its base priority when the last plan
     /// computed none).
-    fn priority_of(&self, r: &JobRow) -> i64 {
+    pub(super) fn priority_of(&self, r: &JobRow) -> i64 {
         match self.priorities.binary_search_by_key(&r.id, |p| p.0) {
             Ok(i) => self.priorities[i].1,
-            Err(_) => r.priority,
+            Err(_) => r.priority - r.q.nice,
         }
     }
 
@@ -376,7 +417,8 @@ impl State {
     }
 
     /// What the launcher needs to start a job on `alloc`.
-    fn launch(&self, s: &Settings, id: JobId, alloc: &Allocation, time_limit_s: u64) -> Launch {
+    fn launch(&self, s: &Settings, row: &JobRow, alloc: &Allocation, time_limit_s: u64) -> Launch {
+        let id = row.id;
         let host = self.cluster.host(alloc.host);
         let units = alloc
             .units
@@ -403,6 +445,8 @@ impl State {
             kill_grace: s.kill_grace,
             nccl: s.nccl.clone(),
             slurm_aliases: s.slurm_aliases,
+            srun_in_jobs: s.srun_in_jobs,
+            torchrun_in_jobs: s.torchrun_in_jobs,
         }
     }
 
@@ -410,15 +454,14 @@ impl State {
     fn start(&mut self, s: &Settings, id: JobId, alloc: Allocation, now: u64) {
         let stored = StoredAlloc::new(&alloc, self.cluster.host(alloc.host));
         let limit = self.jobs[&id].row.request.time_limit_s;
-        let launch = self.launch(s, id, &alloc, limit);
+        let launch = self.launch(s, &self.jobs[&id].row, &alloc, limit);
+        self.leave_queue(id, true);
         let j = self.jobs.get_mut(&id).expect("a started job is known");
         j.row.state = JobState::Running;
         j.row.start_time = Some(now);
         j.row.reason = None;
         j.row.alloc = Some(Box::new(stored.clone()));
         j.alloc = Some(Box::new(alloc));
-        self.pending.remove(id);
-        self.roster.remove(id);
         self.running.insert(id);
         tracing::debug!("job {id}: starting on {}", stored.host);
         self.outbox.push(Effect::Start(
@@ -440,11 +483,11 @@ impl State {
         reason: Option<String>,
         by: Option<u32>,
     ) {
-        let Some(j) = self.jobs.get_mut(&id) else {
+        if !self.jobs.contains_key(&id) {
             return;
-        };
-        self.pending.remove(id);
-        self.roster.remove(id);
+        }
+        self.leave_queue(id, false);
+        let j = self.jobs.get_mut(&id).expect("checked above");
         j.row.state = to;
         j.row.end_time = Some(now);
         j.row.reason = reason.clone();
@@ -470,10 +513,12 @@ impl State {
         if !self.running.remove(&id) {
             return false;
         }
+        self.left_running(id);
         let j = self.jobs.get_mut(&id).expect("a running job is known");
         if let Some(a) = j.alloc.take() {
             self.cluster.release(&a);
         }
+        let requeue = j.row.q.requeue_requested.take();
         j.row.state = o.state;
         j.row.end_time = Some(o.time);
         j.row.exit_code = o.exit_code;
@@ -500,6 +545,9 @@ impl State {
             charge,
         })));
         self.dirty = true;
+        if let Some(hold) = requeue {
+            self.requeue_ended(id, o.time, hold);
+        }
         true
     }
 
@@ -514,12 +562,13 @@ impl State {
         j.row.supervisor_pid = Some(pid);
         j.row.master_port = Some(port);
         let cancel = j.cancel_pending.take();
+        let requeue = std::mem::take(&mut j.requeue_pending);
         self.outbox.push(Effect::Write(Op::Launched {
             job: id,
             supervisor_pid: pid,
             master_port: port,
         }));
-        if cancel.is_some() {
+        if cancel.is_some() || requeue {
             let _ = self.signaller.supervisor(pid, libc::SIGTERM);
         }
     }
@@ -550,14 +599,22 @@ impl State {
                     }
                 }
             }
-            s => Err(format!("job {id} has already finished ({s})")),
+            s => Err(format!("job {} has already finished ({s})", self.shown(id))),
         }
     }
 
     /// Forget finished jobs that ended before `since` (the database keeps them).
     pub(crate) fn prune_finished(&mut self, since: u64) {
-        self.jobs
-            .retain(|_, j| !j.row.state.is_finished() || j.row.end_time.is_none_or(|t| t >= since));
+        let keep = self.depended_on();
+        self.jobs.retain(|_, j| {
+            !j.row.state.is_finished()
+                || j.row.end_time.is_none_or(|t| t >= since)
+                || keep.contains(&group_id(j))
+                || keep.contains(&j.row.id)
+        });
+        let jobs = &self.jobs;
+        self.arrays
+            .retain(|a, n| jobs.range(*a..JobId(a.0 + *n)).next().is_some());
     }
 
     /// The queue as the core sees it, with `extra` appended (for --test-only).
@@ -567,95 +624,6 @@ impl State {
         q.extend(snapshot.iter().cloned());
         q.extend(extra);
         q
-    }
-
-    /// What the last pass said about a pending job.
-    fn waiting(&self, r: &JobRow) -> Option<&sched::Pending> {
-        if r.state != JobState::Pending {
-            return None;
-        }
-        let i = self.waiting.binary_search_by_key(&r.id, |p| p.job).ok()?;
-        Some(&self.waiting[i])
-    }
-
-    /// A job in full (flexq --json); a pending job with what the last pass said about it.
-    pub(crate) fn view(&self, j: &Job) -> JobView {
-        let r = &j.row;
-        let waiting = self.waiting(r);
-        JobView {
-            id: r.id,
-            name: r.name.clone(),
-            user: r.user.clone(),
-            uid: r.uid,
-            account: r.account.clone(),
-            state: r.state,
-            submit_time: r.submit_time,
-            start_time: r.start_time,
-            end_time: r.end_time,
-            request: r.request.clone(),
-            alloc: r.alloc.as_deref().map(StoredAlloc::view),
-            reason: match waiting {
-                Some(w) => Some(w.reason.to_string()),
-                None => r.reason.clone(),
-            },
-            estimated_start: waiting.and_then(|w| w.estimated_start),
-            exit_code: r.exit_code,
-            signal: r.signal,
-            priority: waiting.map(|_| self.priority_of(r)),
-            qos: r.qos.clone(),
-        }
-    }
-
-    /// Jobs as flexq's table shows them; `jobs` in increasing id order, so that what the last
-    /// pass said about them is found by walking alongside.
-    pub(crate) fn queue_rows<'a>(
-        &'a self,
-        jobs: impl Iterator<Item = &'a Job>,
-        now: u64,
-    ) -> impl Iterator<Item = QueueRow<'a>> {
-        let mut next = 0;
-        jobs.map(move |j| {
-            let r = &j.row;
-            let mut waiting = None;
-            if r.state == JobState::Pending {
-                // Most often the very next entry: a pass leaves most pending jobs waiting.
-                let rest = &self.waiting[next..];
-                if rest.first().is_some_and(|p| p.job < r.id) {
-                    next += rest.partition_point(|p| p.job < r.id);
-                }
-                waiting = self.waiting.get(next).filter(|p| p.job == r.id);
-                next += usize::from(waiting.is_some());
-            }
-            Self::queue_row(r, waiting, now)
-        })
-    }
-
-    fn queue_row<'a>(r: &'a JobRow, waiting: Option<&sched::Pending>, now: u64) -> QueueRow<'a> {
-        let alloc = r.alloc.as_deref();
-        let shares: Vec<u32> =
-            alloc.map_or_else(Vec::new, |a| a.units.iter().map(|u| u.share).collect());
-        QueueRow {
-            id: r.id,
-            name: Cow::Borrowed(&r.name),
-            user: Cow::Borrowed(&r.user),
-            state: r.state,
-            elapsed_s: match (r.start_time, r.end_time) {
-                (Some(s), Some(e)) => e.saturating_sub(s),
-                (Some(s), None) => now.saturating_sub(s),
-                _ => 0,
-            },
-            time_limit_s: r.request.time_limit_s,
-            units: Cow::Owned(units_text(&shares, &r.request)),
-            start: match waiting {
-                Some(w) => w.estimated_start,
-                None => r.start_time,
-            },
-            host: alloc.map(|a| Cow::Borrowed(a.host.as_str())),
-            reason: match waiting {
-                Some(w) => Some(Cow::Owned(w.reason.to_string())),
-                None => r.reason.as_deref().map(Cow::Borrowed),
-            },
-        }
     }
 
     pub(crate) fn running_for_core(&self, now: u64) -> Vec<RunningJob<Allocation>> {
@@ -738,7 +706,7 @@ fn pending_job(j: &Job) -> PendingJob {
     PendingJob {
         id: j.row.id,
         request: j.row.request.clone(),
-        priority: j.row.priority,
+        priority: j.row.priority - j.row.q.nice,
         kind: sched::JobKind::Batch,
     }
 }

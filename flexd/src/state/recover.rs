@@ -1,10 +1,11 @@
 //! Taking over from a flexd that stopped: its jobs come back from the database; running ones
 //! are re-adopted, ended from their status file, or failed as NODE_FAIL.
 
-use super::{node_fail, pending_job, Job, Outcome, State};
+use super::{node_fail, Job, Outcome, State};
 use crate::exec::files::StatusFile;
-use crate::store::JobRow;
+use crate::store::{JobRow, StoredAlloc};
 use flex_proto::JobState;
+use flex_sched::Allocation;
 
 /// What recovery finds about a job that was running when flexd stopped.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,77 +30,96 @@ impl State {
         mut find: impl FnMut(&JobRow) -> Found,
         mut gone: impl FnMut(&JobRow),
     ) {
+        // Running tasks first, so that an array's throttle counts them before its pending
+        // tasks enter the queue.
+        let mut rows = rows;
+        rows.sort_by_key(|r| r.state == JobState::Pending);
         for row in rows {
             let id = row.id;
             let state = row.state;
-            let mut job = Job {
+            let job = Job {
                 row,
                 alloc: None,
                 cancel_pending: None,
+                requeue_pending: false,
             };
             match state {
                 JobState::Pending => {
                     *self.queued.entry(job.row.uid).or_insert(0) += 1;
-                    self.pending.push(pending_job(&job));
-                    self.roster.add(&job);
                     self.jobs.insert(id, Box::new(job));
+                    self.enqueue(id);
                 }
-                JobState::Running => {
-                    *self.queued.entry(job.row.uid).or_insert(0) += 1;
-                    let found = find(&job.row);
-                    let adopted = match (&found, &job.row.alloc) {
-                        (Found::Alive(pid), Some(a)) => {
-                            let exists = self.cluster.hosts().any(|(h, _)| h == a.host_id());
-                            let checked = if exists {
-                                a.to_alloc(self.cluster.host(a.host_id()))
-                            } else {
-                                Err(format!("host {} does not exist", a.host_id()))
-                            };
-                            checked.and_then(|al| {
-                                self.cluster.try_occupy(&al)?;
-                                Ok((al, *pid))
-                            })
-                        }
-                        (Found::Alive(_), None) => Err("it has no allocation".to_string()),
-                        _ => Err(String::new()),
-                    };
-                    self.running.insert(id);
-                    match adopted {
-                        Ok((al, pid)) => {
-                            tracing::info!("job {id}: re-adopted, supervisor pid {pid}");
-                            job.alloc = Some(Box::new(al));
-                            job.row.supervisor_pid = Some(pid);
-                            self.jobs.insert(id, Box::new(job));
-                        }
-                        Err(why) => {
-                            self.jobs.insert(id, Box::new(job));
-                            let outcome = match found {
-                                Found::Ended(s) => Outcome::from(&s),
-                                Found::Alive(pid) => {
-                                    tracing::error!(
-                                        "job {id}: its allocation cannot be re-adopted ({why}); \
-                                         ending it"
-                                    );
-                                    let _ = self.signaller.supervisor(pid, libc::SIGTERM);
-                                    node_fail(now, format!("allocation lost on restart: {why}"))
-                                }
-                                Found::Gone => {
-                                    gone(&self.jobs[&id].row);
-                                    node_fail(
-                                        now,
-                                        "its supervisor is gone without recording an end".into(),
-                                    )
-                                }
-                            };
-                            self.finish(id, outcome);
-                        }
-                    }
-                }
+                JobState::Running => self.recover_running(job, now, &mut find, &mut gone),
                 _ => {
                     self.jobs.insert(id, Box::new(job));
                 }
             }
         }
         self.dirty = true;
+    }
+
+    /// Bring back one job that was running: re-adopted with its allocation, or ended from
+    /// what `find` found.
+    fn recover_running(
+        &mut self,
+        mut job: Job,
+        now: u64,
+        find: &mut impl FnMut(&JobRow) -> Found,
+        gone: &mut impl FnMut(&JobRow),
+    ) {
+        let id = job.row.id;
+        *self.queued.entry(job.row.uid).or_insert(0) += 1;
+        let found = find(&job.row);
+        let adopted = match (&found, &job.row.alloc) {
+            (Found::Alive(pid), Some(a)) => self.reoccupy(a).map(|al| (al, *pid)),
+            (Found::Alive(_), None) => Err("it has no allocation".to_string()),
+            _ => Err(String::new()),
+        };
+        self.running.insert(id);
+        self.jobs.insert(id, Box::new(job.clone()));
+        self.count_running(id);
+        match adopted {
+            Ok((al, pid)) => {
+                tracing::info!("job {id}: re-adopted, supervisor pid {pid}");
+                job.alloc = Some(Box::new(al));
+                job.row.supervisor_pid = Some(pid);
+                self.jobs.insert(id, Box::new(job));
+            }
+            Err(why) => {
+                self.jobs.insert(id, Box::new(job));
+                let outcome = match found {
+                    Found::Ended(s) => Outcome::from(&s),
+                    Found::Alive(pid) => {
+                        tracing::error!(
+                            "job {id}: its allocation cannot be re-adopted ({why}); ending it"
+                        );
+                        let _ = self.signaller.supervisor(pid, libc::SIGTERM);
+                        node_fail(now, format!("allocation lost on restart: {why}"))
+                    }
+                    Found::Gone => {
+                        gone(&self.jobs[&id].row);
+                        node_fail(
+                            now,
+                            "its supervisor is gone without recording an end".into(),
+                        )
+                    }
+                };
+                self.finish(id, outcome);
+            }
+        }
+    }
+
+    /// Occupy a stored allocation again, after checking it against the host model.
+    fn reoccupy(&mut self, a: &StoredAlloc) -> Result<Allocation, String> {
+        let exists = self.cluster.hosts().any(|(h, _)| h == a.host_id());
+        let checked = if exists {
+            a.to_alloc(self.cluster.host(a.host_id()))
+        } else {
+            Err(format!("host {} does not exist", a.host_id()))
+        };
+        checked.and_then(|al| {
+            self.cluster.try_occupy(&al)?;
+            Ok(al)
+        })
     }
 }

@@ -12,7 +12,8 @@ use rusqlite::{params, Connection};
 pub const PAGE: usize = 2000;
 
 const COLUMNS: &str = "id, name, user, uid, gid, account, state, submit_time, eligible_time,
-    start_time, end_time, exit_code, signal, reason, request, host, allocation";
+    start_time, end_time, exit_code, signal, reason, request, host, allocation, array_job,
+    array_task, restarts";
 
 /// One page of the jobs whose [eligible, end (or `now`)] overlaps [`q.start`, `q.end`], that
 /// come after `q.after` and match the query's lists, by id: at most `limit` of them, and
@@ -105,7 +106,9 @@ fn matches(q: &AcctQuery, r: &AcctRecord) -> bool {
             .any(|u| *u == r.user || *u == r.uid.to_string()))
         && (q.accounts.is_empty() || q.accounts.contains(&r.account))
         && (q.states.is_empty() || q.states.contains(&r.state))
-        && (q.jobs.is_empty() || q.jobs.contains(&r.id))
+        && (q.jobs.is_empty()
+            || q.jobs.contains(&r.id)
+            || r.array.is_some_and(|a| q.jobs.contains(&a.job)))
 }
 
 /// The part of a stored allocation (`StoredAlloc`) accounting reads.
@@ -146,6 +149,14 @@ fn record(r: &rusqlite::Row) -> Result<AcctRecord, StoreError> {
         host: r.get(15)?,
         leaves: Vec::new(),
         cores: alloc.map(|a| a.cores).unwrap_or_default(),
+        array: match (r.get::<_, Option<i64>>(17)?, r.get::<_, Option<u32>>(18)?) {
+            (Some(job), Some(index)) => Some(flex_proto::ArrayTask {
+                job: JobId(job as u64),
+                index,
+            }),
+            _ => None,
+        },
+        restarts: r.get(19)?,
     })
 }
 

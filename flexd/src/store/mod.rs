@@ -7,6 +7,7 @@
 //! costing one fsync per job.
 
 pub mod acct;
+pub(crate) mod queueing;
 pub mod schema;
 pub(crate) mod usage;
 pub(crate) mod writer;
@@ -14,6 +15,7 @@ pub(crate) mod writer;
 use flex_proto::{AllocView, JobSpec, JobState, LeafView};
 use flex_sched::Allocation;
 use gres_plugin::{HostId, HostModel, JobId, Request as ResourceRequest};
+pub(crate) use queueing::{Hold, Queueing, Update};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -32,8 +34,20 @@ pub enum StoreError {
         path: PathBuf,
         source: schema::MigrateError,
     },
+    #[error(
+        "database {path} {why}; refusing to start on it (move it away to start with a new \
+         database, or restore it from a backup)"
+    )]
+    NotFlex { path: PathBuf, why: String },
     #[error("database: {0}")]
     Sql(#[from] rusqlite::Error),
+    #[error("database: array {array}: task {task} got id {got}, not the next one")]
+    ArrayIds { array: u64, task: u32, got: u64 },
+    #[error("database {path}: {source}")]
+    InFile {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
     #[error("database: job {job}: column {column} holds bad JSON: {message}")]
     Json {
         job: u64,
@@ -42,13 +56,62 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Name the database file in an SQL error ("database disk image is malformed" must say
+    /// which file).
+    pub(crate) fn in_file(self, path: impl Into<PathBuf>) -> StoreError {
+        match self {
+            StoreError::Sql(source) => StoreError::InFile {
+                path: path.into(),
+                source,
+            },
+            e => e,
+        }
+    }
+
+    /// [`StoreError::in_file`] with the file `conn` has open.
+    pub(crate) fn in_db(self, conn: &Connection) -> StoreError {
+        let path = conn.path().unwrap_or("(in memory)").to_string();
+        self.in_file(path)
+    }
+}
+
 /// Open (creating and migrating) the database for writing.
 pub fn open(path: &Path) -> Result<Connection, StoreError> {
     let open_err = |source| StoreError::Open {
         path: path.to_path_buf(),
         source,
     };
+    let existed = match std::fs::metadata(path) {
+        Ok(m) if m.len() == 0 => {
+            return Err(StoreError::NotFlex {
+                path: path.to_path_buf(),
+                why: "is empty (0 bytes)".into(),
+            })
+        }
+        Ok(_) => true,
+        Err(_) => false,
+    };
     let mut conn = Connection::open(path).map_err(open_err)?;
+    if existed {
+        let version: u32 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(open_err)?;
+        let has_jobs: bool = conn
+            .query_row(
+                "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(open_err)?;
+        // A newer flexd's database is reported as such by the migration below.
+        if version == 0 || (!has_jobs && version <= schema::VERSION) {
+            return Err(StoreError::NotFlex {
+                path: path.to_path_buf(),
+                why: "is not a Flex database (no schema version or no jobs table)".into(),
+            });
+        }
+    }
     conn.pragma_update_and_check(None, "journal_mode", "WAL", |_| Ok(()))
         .map_err(open_err)?;
     conn.execute_batch(
@@ -127,6 +190,9 @@ impl NewJob {
                 account: None,
                 qos: None,
                 nice: 0,
+                queue: Default::default(),
+                umask: None,
+                signal: None,
             },
             uid,
             gid: uid,
@@ -257,6 +323,8 @@ pub(crate) struct JobRow {
     pub master_port: Option<u16>,
     /// Its QOS; None for flexd's default_qos.
     pub qos: Option<String>,
+    /// Arrays, dependencies, holds and requeues; boxed, most jobs have the defaults.
+    pub q: Box<Queueing>,
 }
 
 /// What a supervisor needs from the submission to run the job.
@@ -273,6 +341,11 @@ pub struct LaunchRow {
     pub submit_dir: PathBuf,
     pub stdout: Option<String>,
     pub stderr: Option<String>,
+    /// The array it is a task of, its index, and the `--array` it came from.
+    pub array: Option<(flex_proto::ArrayTask, flex_proto::ArraySpec)>,
+    pub umask: Option<u32>,
+    /// `--signal`, if asked.
+    pub signal: Option<flex_proto::WarnSignal>,
 }
 
 fn json<T: serde::de::DeserializeOwned>(
@@ -343,16 +416,21 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// Insert a submission; the id comes from the database inside the caller's transaction.
+/// Insert a submission; the id comes from the database inside the caller's transaction. An
+/// array is one job per task, with consecutive ids from the returned one (the array's id).
 pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId, StoreError> {
     let r = &j.spec.request;
+    let q = &j.spec.queue;
     let env_id = envs.id(tx, j.spec.env.json())?;
+    let tasks = q.array.as_ref().map(|a| a.indices());
     let mut st = tx.prepare_cached(
         "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, env_id, workdir,
             submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
-            cores_per_leaf, time_limit, priority, state, submit_time, eligible_time, qos)
+            cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
+            array_task, array_spec, dependency, hold, requeue, umask, warn_signal, qos, nice)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, 'PENDING', ?21, ?21, ?22)",
+            ?18, ?19, ?20, 'PENDING', ?21, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29,
+            ?30)",
     )?;
     st.execute(params![
         j.spec.name,
@@ -376,10 +454,28 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
         r.time_limit_s as i64,
         j.priority,
         j.submit_time as i64,
+        tasks.as_ref().map(|t| t[0]),
+        q.array
+            .as_ref()
+            .map(|a| serde_json::to_string(a).expect("arrays serialize")),
+        q.dependency
+            .as_ref()
+            .map(|d| serde_json::to_string(d).expect("dependencies serialize")),
+        Hold::submitted(q.hold).code(),
+        q.requeue.unwrap_or(true),
+        j.spec.umask.map(|m| m & 0o777),
+        j.spec
+            .signal
+            .as_ref()
+            .map(|w| serde_json::to_string(w).expect("signals serialize")),
         j.spec.qos,
+        j.spec.nice,
     ])?;
     let id = JobId(tx.last_insert_rowid() as u64);
     event(tx, id, j.submit_time, None, JobState::Pending, None)?;
+    if let Some(tasks) = &tasks {
+        queueing::insert_tasks(tx, id, &tasks[1..], j.submit_time)?;
+    }
     if let Some(a) = &j.start {
         start_job(tx, id, j.submit_time, a)?;
     }
@@ -454,7 +550,8 @@ pub(crate) fn event(
 
 const ROW_COLUMNS: &str = "id, name, uid, gid, user, account, request, priority, state,
     submit_time, start_time, end_time, exit_code, signal, reason, allocation, supervisor_pid,
-    master_port, qos";
+    master_port, array_job, array_task, json_extract(array_spec, '$.throttle'), dependency, hold,
+    requeue, restarts, requeue_requested, nice, qos";
 
 fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
     let id: i64 = r.get(0)?;
@@ -487,7 +584,8 @@ fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
             .transpose()?,
         supervisor_pid: r.get(16)?,
         master_port: r.get(17)?,
-        qos: r.get(18)?,
+        qos: r.get(27)?,
+        q: Box::new(queueing::from_row(id, r, 18)?),
     })
 }
 
@@ -521,7 +619,8 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
     let id = job.0;
     conn.prepare_cached(
         "SELECT j.name, j.user, j.uid, j.gid, j.script, j.args, COALESCE(e.body, j.env),
-            j.workdir, j.submit_dir, j.stdout, j.stderr
+            j.workdir, j.submit_dir, j.stdout, j.stderr, j.array_job, j.array_task, j.array_spec,
+            j.umask, j.warn_signal
          FROM jobs j LEFT JOIN envs e ON e.id = j.env_id WHERE j.id = ?1",
     )?
     .query_row([id as i64], |r| {
@@ -537,11 +636,44 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
             r.get::<_, String>(8)?,
             r.get::<_, Option<String>>(9)?,
             r.get::<_, Option<String>>(10)?,
+            (
+                r.get::<_, Option<i64>>(11)?,
+                r.get::<_, Option<u32>>(12)?,
+                r.get::<_, Option<String>>(13)?,
+            ),
+            (
+                r.get::<_, Option<u32>>(14)?,
+                r.get::<_, Option<String>>(15)?,
+            ),
         ))
     })
     .optional()?
     .map(
-        |(name, user, uid, gid, script, args, env, workdir, submit_dir, stdout, stderr)| {
+        |(
+            name,
+            user,
+            uid,
+            gid,
+            script,
+            args,
+            env,
+            workdir,
+            submit_dir,
+            stdout,
+            stderr,
+            a,
+            (umask, warn_signal),
+        )| {
+            let array = match a {
+                (Some(job), Some(index), Some(spec)) => Some((
+                    flex_proto::ArrayTask {
+                        job: JobId(job as u64),
+                        index,
+                    },
+                    json(id, "array_spec", &spec)?,
+                )),
+                _ => None,
+            };
             Ok(LaunchRow {
                 name,
                 user,
@@ -554,6 +686,11 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
                 submit_dir: submit_dir.into(),
                 stdout,
                 stderr,
+                array,
+                umask,
+                signal: warn_signal
+                    .map(|w| json(id, "warn_signal", &w))
+                    .transpose()?,
             })
         },
     )

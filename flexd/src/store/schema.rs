@@ -5,11 +5,11 @@
 use rusqlite::{Connection, Transaction};
 
 /// The version this build writes.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 8;
 
 /// Migration `i` brings a database at version `i` to `i + 1`.
 const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] =
-    [v1, v2, v3, v4, fairshare];
+    [v1, v2, v3, v4, v5, v6, v7, fairshare];
 
 /// Why a database cannot be brought up to date.
 #[derive(Debug, thiserror::Error)]
@@ -160,6 +160,51 @@ fn v4(tx: &Transaction) -> rusqlite::Result<()> {
         CREATE INDEX envs_hash ON envs(hash);
         ALTER TABLE jobs ADD COLUMN env_id INTEGER REFERENCES envs(id);",
     )
+}
+
+/// Job arrays, dependencies, holds and requeues. A task of an array is a job of its own whose
+/// `array_job` is the array's job id (the id of its first task) and `array_task` its index;
+/// `array_spec` (JSON, on every task) is the `--array` it came from. `hold` is 0, 1 (the user's:
+/// JobHeldUser) or 2 (root's: JobHeldAdmin). `requeue_requested` (1, or 2 to requeue held) is
+/// set while a running job is being ended to be requeued. Every run that a requeue ended is
+/// kept in `job_runs` (the job's row describes its latest run).
+fn v5(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "ALTER TABLE jobs ADD COLUMN array_job INTEGER;
+        ALTER TABLE jobs ADD COLUMN array_task INTEGER;
+        ALTER TABLE jobs ADD COLUMN array_spec TEXT;
+        ALTER TABLE jobs ADD COLUMN dependency TEXT;   -- JSON, as submitted
+        ALTER TABLE jobs ADD COLUMN hold INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE jobs ADD COLUMN requeue INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE jobs ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE jobs ADD COLUMN requeue_requested INTEGER;
+        ALTER TABLE jobs ADD COLUMN nice INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX jobs_array ON jobs(array_job) WHERE array_job IS NOT NULL;
+        CREATE TABLE job_runs (
+            job INTEGER NOT NULL REFERENCES jobs(id),
+            run INTEGER NOT NULL,          -- 0 for the first run
+            state TEXT NOT NULL,
+            start_time INTEGER,
+            end_time INTEGER,
+            exit_code INTEGER,
+            signal INTEGER,
+            reason TEXT,
+            host TEXT,
+            allocation TEXT,
+            PRIMARY KEY (job, run)
+        ) WITHOUT ROWID;",
+    )
+}
+
+/// The submitter's umask, which the job runs with (NULL for jobs submitted before, or by
+/// clients that do not send one: they run with 022).
+fn v6(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch("ALTER TABLE jobs ADD COLUMN umask INTEGER;")
+}
+
+/// sbatch's `--signal` (JSON `{signal, before_s, batch_only}`; NULL: none asked).
+fn v7(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch("ALTER TABLE jobs ADD COLUMN warn_signal TEXT;")
 }
 
 /// Fair share (one step, named for what it adds so that it can take any number when branches

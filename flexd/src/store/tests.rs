@@ -18,6 +18,9 @@ fn spec(name: &str) -> JobSpec {
         account: Some("proj".into()),
         qos: None,
         nice: 0,
+        queue: Default::default(),
+        umask: None,
+        signal: None,
     }
 }
 

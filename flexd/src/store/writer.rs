@@ -5,6 +5,7 @@
 //! A change is acknowledged only after its transaction commits. When a batch fails, its
 //! changes are retried one transaction each, so one bad change does not fail the others.
 
+use super::queueing::{self, Hold, Update};
 use super::usage::UsageRow;
 use super::{event, insert_job, start_job, state_name, Envs, NewJob, StoreError, StoredAlloc};
 use flex_proto::JobState;
@@ -55,6 +56,23 @@ pub(crate) enum Op {
         time: u64,
     },
     End(End),
+    Hold {
+        job: JobId,
+        hold: Hold,
+    },
+    /// A running job is being ended to be requeued (held afterwards when `hold`).
+    RequeueRequested {
+        job: JobId,
+        hold: bool,
+    },
+    /// Back in the queue, from `from` (its last run kept).
+    Requeue {
+        job: JobId,
+        time: u64,
+        hold: Hold,
+        from: JobState,
+    },
+    Update(Box<Update>),
     /// Nothing: its acknowledgement says every change sent before it is committed.
     Barrier,
 }
@@ -147,7 +165,8 @@ fn commit(conn: &mut Connection, envs: &mut Envs, batch: &mut Vec<Msg>) {
             .collect::<Result<Vec<_>, _>>()?;
         tx.commit()?;
         Ok(ids)
-    })();
+    })()
+    .map_err(|e| e.in_db(conn));
     match together {
         Ok(ids) => {
             tracing::trace!("committed {n} changes in one transaction");
@@ -164,7 +183,8 @@ fn commit(conn: &mut Connection, envs: &mut Envs, batch: &mut Vec<Msg>) {
                     let id = apply(&tx, envs, &m.op)?;
                     tx.commit()?;
                     Ok(id)
-                })();
+                })()
+                .map_err(|e| e.in_db(conn));
                 if let Err(e) = &one {
                     envs.forget();
                     tracing::error!("database change {:?} failed: {e}", op_name(&m.op));
@@ -197,6 +217,10 @@ fn op_name(op: &Op) -> String {
         Op::Launched { job, .. } => format!("record the supervisor of job {job}"),
         Op::CancelRequested { job, .. } => format!("record the cancellation of job {job}"),
         Op::End(e) => format!("end job {} as {}", e.job, e.to),
+        Op::Hold { job, .. } => format!("hold or release job {job}"),
+        Op::RequeueRequested { job, .. } => format!("record the requeue request of job {job}"),
+        Op::Requeue { job, .. } => format!("requeue job {job}"),
+        Op::Update(u) => format!("update job {}", u.job),
         Op::Barrier => "barrier".into(),
     }
 }
@@ -245,6 +269,15 @@ fn apply(tx: &Transaction, envs: &mut Envs, op: &Op) -> Result<Option<JobId>, St
             event(tx, e.job, e.time, Some(e.from), e.to, e.reason.as_deref())?;
             super::usage::save(tx, &e.charge)?;
         }
+        Op::Hold { job, hold } => queueing::set_hold(tx, *job, *hold)?,
+        Op::RequeueRequested { job, hold } => queueing::set_requeue_requested(tx, *job, *hold)?,
+        Op::Requeue {
+            job,
+            time,
+            hold,
+            from,
+        } => queueing::requeue(tx, *job, *time, *hold, *from)?,
+        Op::Update(u) => queueing::update(tx, u)?,
         Op::Barrier => {}
     }
     Ok(None)

@@ -15,12 +15,18 @@ pub const DEFAULT_CONFIG: &str = include_str!("../../../etc/flexd.toml");
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
-/// The socket of the compiled-in default configuration.
+/// The socket of the compiled-in default configuration, and its script limits: the values
+/// etc/flexd.toml sets (a unit test checks that they agree), kept here so that a command does
+/// not parse the whole commented file each time it starts.
+pub const DEFAULT_SOCKET: &str = "/tmp/flexd.sock";
+const DEFAULT_LIMITS: Limits = Limits {
+    max_script_bytes: 4 << 20,
+    max_directives: 1000,
+    default_time_limit_s: 3600,
+};
+
 fn default_socket() -> PathBuf {
-    socket_key(DEFAULT_CONFIG, Path::new("etc/flexd.toml"))
-        .ok()
-        .flatten()
-        .expect("etc/flexd.toml sets `socket` (a unit test checks it)")
+    PathBuf::from(DEFAULT_SOCKET)
 }
 
 fn parse_table(text: &str, origin: &Path) -> Result<toml::Table, ConfigError> {
@@ -55,6 +61,28 @@ pub fn socket_path(get: impl Fn(&str) -> Option<String>) -> Result<PathBuf, Conf
     Ok(default_socket())
 }
 
+/// The `flexd_user` of the configuration [`socket_path`] reads ("" when none is set): the
+/// user besides root whose flexd the commands talk to.
+pub fn flexd_user(get: impl Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
+    let mut user = String::new();
+    let texts = [(PathBuf::from("etc/flexd.toml"), DEFAULT_CONFIG.to_string())]
+        .into_iter()
+        .chain(config_file(&get)?);
+    for (path, text) in texts {
+        match parse_table(&text, &path)?.get("flexd_user") {
+            None => {}
+            Some(toml::Value::String(s)) => user = s.clone(),
+            Some(v) => {
+                return Err(ConfigError(format!(
+                    "{}: flexd_user = {v} must be a user name",
+                    path.display()
+                )))
+            }
+        }
+    }
+    Ok(user)
+}
+
 /// flexd's configuration file as the commands find it: `FLEX_CONFIG`, else
 /// /etc/flex/flexd.toml when that exists. Its path and text.
 fn config_file(
@@ -82,15 +110,13 @@ fn config_file(
 pub struct Limits {
     pub max_script_bytes: u64,
     pub max_directives: u32,
+    /// `default_time_limit` (top level): what a job without `--time` gets, for flexsub's note.
+    pub default_time_limit_s: u64,
 }
 
 /// The limits of the configuration [`socket_path`] reads, over the compiled-in defaults.
 pub fn limits(get: impl Fn(&str) -> Option<String>) -> Result<Limits, ConfigError> {
-    let mut l = Limits {
-        max_script_bytes: 0,
-        max_directives: 0,
-    };
-    limits_in(DEFAULT_CONFIG, Path::new("etc/flexd.toml"), &mut l)?;
+    let mut l = DEFAULT_LIMITS;
     if let Some((path, text)) = config_file(&get)? {
         limits_in(&text, &path, &mut l)?;
     }
@@ -100,6 +126,19 @@ pub fn limits(get: impl Fn(&str) -> Option<String>) -> Result<Limits, ConfigErro
 /// Take the limits a configuration sets into `l`.
 fn limits_in(text: &str, origin: &Path, l: &mut Limits) -> Result<(), ConfigError> {
     let table = parse_table(text, origin)?;
+    if let Some(v) = table.get("default_time_limit") {
+        l.default_time_limit_s = v
+            .as_str()
+            .and_then(|s| humantime::parse_duration(s).ok())
+            .map(|d| d.as_secs())
+            .filter(|&s| s > 0)
+            .ok_or_else(|| {
+                ConfigError(format!(
+                    "{}: default_time_limit = {v} is not valid",
+                    origin.display()
+                ))
+            })?;
+    }
     let Some(limits) = table.get("limits").and_then(|v| v.as_table()) else {
         return Ok(());
     };
@@ -198,7 +237,8 @@ mod tests {
             limits(get).unwrap(),
             Limits {
                 max_script_bytes: 70,
-                max_directives: 3
+                max_directives: 3,
+                default_time_limit_s: 3600,
             }
         );
         std::fs::write(&cfg, "[limits]\nmax_directives = \"many\"\n").unwrap();
@@ -244,10 +284,21 @@ mod tests {
     }
 
     #[test]
+    fn the_defaults_are_what_etc_flexd_toml_says() {
+        let mut l = Limits {
+            max_script_bytes: 0,
+            max_directives: 0,
+            default_time_limit_s: 0,
+        };
+        limits_in(DEFAULT_CONFIG, Path::new("etc/flexd.toml"), &mut l).unwrap();
+        assert_eq!(l, DEFAULT_LIMITS);
+    }
+
+    #[test]
     fn the_compiled_in_configuration_names_the_socket() {
         assert_eq!(
             socket_key(DEFAULT_CONFIG, Path::new("etc/flexd.toml")).unwrap(),
-            Some(PathBuf::from("/tmp/flexd.sock"))
+            Some(PathBuf::from(DEFAULT_SOCKET))
         );
     }
 }

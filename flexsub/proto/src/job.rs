@@ -1,6 +1,7 @@
 //! The domain types both sides share: a job as submitted ([`JobSpec`] and its [`Env`]), its
 //! [`JobState`] with Slurm's names, and a job as flexq shows it ([`JobView`]).
 
+use crate::array::{ArraySpec, Dependency};
 use crate::rows::Text;
 use gres_plugin::{JobId, Request as ResourceRequest};
 use serde::{Deserialize, Serialize};
@@ -26,12 +27,63 @@ pub struct JobSpec {
     pub stderr: Option<String>,
     pub request: ResourceRequest,
     pub account: Option<String>,
-    /// The quality of service (`--qos`); None for flexd's default_qos.
-    #[serde(default)]
+    /// Arrays, dependencies, hold and requeue (left out when there are none, as in the
+    /// first protocol-v2 frames).
+    #[serde(default, skip_serializing_if = "QueueOptions::is_plain")]
+    pub queue: Box<QueueOptions>,
+    /// The submitter's umask, which the job runs with (as Slurm carries it). Frames of
+    /// protocol version 2 have none: the job then runs with 022.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umask: Option<u32>,
+    /// `--signal`: a signal sent before the time limit (left out when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<Box<WarnSignal>>,
+    /// The quality of service (`--qos`); None for flexd's default_qos (left out when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qos: Option<String>,
-    /// `--nice`: subtracted from the job's priority (negative only for root).
-    #[serde(default)]
+    /// `--nice`: subtracted from the job's priority (negative only for root; left out when 0).
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
     pub nice: i32,
+}
+
+/// sbatch's `--signal=[B:]SIG[@SECONDS]`: send `signal` `before_s` seconds before the job's
+/// time limit, to the batch shell only (`B:`) or to the whole job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WarnSignal {
+    pub signal: i32,
+    pub before_s: u32,
+    pub batch_only: bool,
+}
+
+pub(crate) fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_i32(n: &i32) -> bool {
+    *n == 0
+}
+
+impl QueueOptions {
+    /// Nothing asked: a plain job.
+    pub fn is_plain(&self) -> bool {
+        *self == QueueOptions::default()
+    }
+}
+
+/// How a submission waits in the queue: `--array`, `--dependency`, `--hold`, `--requeue`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueOptions {
+    /// `--array`: one task per index, all submitted together.
+    #[serde(default)]
+    pub array: Option<ArraySpec>,
+    #[serde(default)]
+    pub dependency: Option<Dependency>,
+    /// `--hold`: submitted held (released by `flexcontrol release`).
+    #[serde(default)]
+    pub hold: bool,
+    /// `--requeue` / `--no-requeue`; None: may be requeued (Slurm's JobRequeue=1).
+    #[serde(default)]
+    pub requeue: Option<bool>,
 }
 
 /// A job's environment: `[name, value]` pairs, kept as their JSON text. It is most of a
@@ -197,10 +249,36 @@ pub struct JobView {
     pub exit_code: Option<i32>,
     /// The signal that ended it, if one did.
     pub signal: Option<i32>,
-    /// A pending job's priority as of the last pass (flexq's `%Q`).
+    /// The array it is a task of, and its index.
     #[serde(default)]
-    pub priority: Option<i64>,
+    pub array: Option<ArrayTask>,
+    #[serde(default)]
+    pub dependency: Option<Dependency>,
+    /// How often it was requeued.
+    #[serde(default)]
+    pub restarts: u32,
+    #[serde(default)]
+    pub requeue: bool,
+    /// A pending job's priority as of the last pass (flexq's `%Q`); another job's base
+    /// priority.
+    #[serde(default)]
+    pub priority: i64,
+    #[serde(default)]
+    pub nice: i64,
     /// Its quality of service.
     #[serde(default)]
     pub qos: Option<String>,
+}
+
+/// A task of an array: the array's job id (the id flexsub printed) and its index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ArrayTask {
+    pub job: JobId,
+    pub index: u32,
+}
+
+impl fmt::Display for ArrayTask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}_{}", self.job, self.index)
+    }
 }

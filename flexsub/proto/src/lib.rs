@@ -9,6 +9,7 @@
 //!
 //! - [`messages`]: one [`Request`] variant per verb, each carrying one request type, and the
 //!   [`Response`] variants that answer them.
+//! - [`array`]: job arrays, dependencies and job references (`12_[3-5]`) as Slurm writes them.
 //! - [`job`]: [`JobSpec`], [`JobState`], [`JobView`]; [`rows`]: flexq's compact rows.
 //! - [`text`]: numbers and sizes as the tables print them.
 //! - [`config`]: the few keys of flexd.toml the commands read (the socket, the script limits),
@@ -25,6 +26,7 @@
 //! frames are kept in `tests/fixtures/proto-v<N>/`, and a test decodes them with today's code;
 //! a new version gets its own directory, and the old ones stay.
 
+pub mod array;
 pub mod config;
 pub mod frame;
 pub mod job;
@@ -34,8 +36,11 @@ pub mod rows;
 mod tests;
 pub mod text;
 
+pub use array::{ArraySpec, DepKind, DepTerm, Dependency, JobRef, TaskRange};
 pub use frame::{decode, encode, read_body, read_frame, write_frame, FrameError};
-pub use job::{AllocView, Env, JobSpec, JobState, JobView, LeafView};
+pub use job::{
+    AllocView, ArrayTask, Env, JobSpec, JobState, JobView, LeafView, QueueOptions, WarnSignal,
+};
 pub use messages::*;
 pub use rows::{read_queue_rows, thousandths, units_text, QueueRow, QueueRows};
 

@@ -1,6 +1,7 @@
 //! The messages: the [`Hello`] that opens a connection, one [`Request`] variant per verb and the
 //! [`Response`] variants that answer them, with the small types they carry.
 
+use crate::array::JobRef;
 use crate::job::{AllocView, JobSpec, JobState, JobView};
 use crate::rows::QueueRows;
 use gres_plugin::{JobId, Request as ResourceRequest};
@@ -25,6 +26,18 @@ pub struct QueueFilter {
     /// Only jobs with a larger id (how flexd goes on with a long listing).
     #[serde(default)]
     pub after: Option<JobId>,
+    /// How rows show array tasks; None (older clients): each task as a plain job id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrays: Option<ArrayRows>,
+}
+
+/// How flexq's rows show the tasks of an array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ArrayRows {
+    /// Pending tasks of an array as one row (`12_[4-15%2]`), as squeue does.
+    Collapse,
+    /// Every task its own row (`flexq -r`).
+    Expand,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -55,6 +68,9 @@ pub enum Request {
     /// Users' and accounts' shares, usage and fair-share factors (flexshare); answered with
     /// [`Response::Shares`].
     Shares(ShareQuery),
+    /// flexcontrol: hold, release, requeue or update jobs (answered with
+    /// [`Response::Controlled`]), or show them (answered with [`Response::Queue`]).
+    Control(ControlRequest),
 }
 
 /// Which pending jobs flexprio shows; empty lists mean all.
@@ -119,11 +135,48 @@ pub struct ShareRow {
     pub fairshare: f64,
 }
 
+/// What flexcontrol asks for, on which jobs (`12`, `12_3`, `12_[3-5]`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlRequest {
+    pub action: ControlAction,
+    pub jobs: Vec<JobRef>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControlAction {
+    /// Keep pending jobs from starting (JobHeldUser; JobHeldAdmin when root holds them).
+    Hold,
+    Release,
+    /// Put a running or finished job back in the queue (a running one is ended first), held
+    /// when `hold`.
+    Requeue {
+        hold: bool,
+    },
+    /// `key=value` pairs: TimeLimit (in seconds: flexcontrol converts Slurm's forms), JobName,
+    /// and for root Priority and Nice.
+    Update(Vec<(String, String)>),
+    /// The jobs in full.
+    Show,
+}
+
+/// What came of a flexcontrol action on one job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlOutcome {
+    /// The job as named (`12`, `12_3`).
+    pub job: String,
+    /// None when it worked; otherwise why not.
+    pub error: Option<String>,
+}
+
 /// Cancel jobs (no signal), or send them a signal (by number).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CancelRequest {
     pub jobs: Vec<JobId>,
     pub signal: Option<i32>,
+    /// Array tasks (`12_3`, `12_[3-5]`); a plain id in `jobs` that is an array's job id
+    /// names every task of the array.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<JobRef>,
 }
 
 /// From a job's supervisor: the job ended and its status file is written.
@@ -187,6 +240,12 @@ pub struct AcctRecord {
     /// What it held, in rank order (empty when it never started).
     pub leaves: Vec<AcctLeaf>,
     pub cores: Vec<u32>,
+    /// The array it is a task of (shown `12_3`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<crate::job::ArrayTask>,
+    /// How often it was requeued (its earlier runs are kept in the database).
+    #[serde(default, skip_serializing_if = "crate::job::is_zero")]
+    pub restarts: u32,
 }
 
 /// A host's capacity, for utilization.
@@ -285,6 +344,7 @@ pub enum Response {
     Accounting(AcctReply),
     Priority(PrioReply),
     Shares(Vec<ShareRow>),
+    Controlled(Vec<ControlOutcome>),
 }
 
 /// flexd's answer to a client's [`Hello`].

@@ -27,23 +27,40 @@ pub struct QueueRow<'a> {
     pub host: Option<Cow<'a, str>>,
     /// Why it waits, or why it ended.
     pub reason: Option<Cow<'a, str>>,
+    /// For array tasks, what follows `id_` (`3`, or `[4-15%2]` for pending tasks shown as one
+    /// row; `id` is then the array's job id). An 11th element on the wire, sent only to
+    /// clients that ask for it (`QueueFilter::arrays`), so that older clients read 10.
+    pub array: Option<Cow<'a, str>>,
+}
+
+impl QueueRow<'_> {
+    /// The id as flexq prints it: `12`, `12_3`, `12_[4-15%2]`.
+    pub fn id_text(&self) -> String {
+        match &self.array {
+            Some(a) => format!("{}_{a}", self.id),
+            None => self.id.to_string(),
+        }
+    }
 }
 
 impl Serialize for QueueRow<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        (
-            self.id,
-            &self.name,
-            &self.user,
-            self.state,
-            self.elapsed_s,
-            self.time_limit_s,
-            &self.units,
-            self.start,
-            &self.host,
-            &self.reason,
-        )
-            .serialize(s)
+        use serde::ser::SerializeTuple;
+        let mut t = s.serialize_tuple(10 + usize::from(self.array.is_some()))?;
+        t.serialize_element(&self.id)?;
+        t.serialize_element(&self.name)?;
+        t.serialize_element(&self.user)?;
+        t.serialize_element(&self.state)?;
+        t.serialize_element(&self.elapsed_s)?;
+        t.serialize_element(&self.time_limit_s)?;
+        t.serialize_element(&self.units)?;
+        t.serialize_element(&self.start)?;
+        t.serialize_element(&self.host)?;
+        t.serialize_element(&self.reason)?;
+        if let Some(a) = &self.array {
+            t.serialize_element(a)?;
+        }
+        t.end()
     }
 }
 
@@ -71,32 +88,56 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 
 impl<'de: 'a, 'a> Deserialize<'de> for QueueRow<'a> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        type Wire<'a> = (
-            JobId,
-            Text<'a>,
-            Text<'a>,
-            JobState,
-            u64,
-            u64,
-            Text<'a>,
-            Option<u64>,
-            Option<Text<'a>>,
-            Option<Text<'a>>,
-        );
-        let (id, name, user, state, elapsed_s, time_limit_s, units, start, host, reason) =
-            Wire::deserialize(d)?;
-        Ok(QueueRow {
-            id,
-            name: name.0,
-            user: user.0,
-            state,
-            elapsed_s,
-            time_limit_s,
-            units: units.0,
-            start,
-            host: host.map(|t| t.0),
-            reason: reason.map(|t| t.0),
-        })
+        /// Ten elements, or eleven with the array suffix.
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = QueueRow<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a queue row of 10 or 11 elements")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Self::Value, A::Error> {
+                use serde::de::Error;
+                let mut n = 0;
+                macro_rules! next {
+                    ($a:expr) => {{
+                        n += 1;
+                        $a.next_element()?
+                            .ok_or_else(|| A::Error::invalid_length(n - 1, &self))
+                    }};
+                }
+                let id: JobId = next!(a)?;
+                let name: Text<'de> = next!(a)?;
+                let user: Text<'de> = next!(a)?;
+                let state: JobState = next!(a)?;
+                let elapsed_s: u64 = next!(a)?;
+                let time_limit_s: u64 = next!(a)?;
+                let units: Text<'de> = next!(a)?;
+                let start: Option<u64> = next!(a)?;
+                let host: Option<Text<'de>> = next!(a)?;
+                let reason: Option<Text<'de>> = next!(a)?;
+                let array: Option<Text<'de>> = a.next_element()?;
+                if a.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    return Err(A::Error::invalid_length(12, &self));
+                }
+                Ok(QueueRow {
+                    id,
+                    name: name.0,
+                    user: user.0,
+                    state,
+                    elapsed_s,
+                    time_limit_s,
+                    units: units.0,
+                    start,
+                    host: host.map(|t| t.0),
+                    reason: reason.map(|t| t.0),
+                    array: array.map(|t| t.0),
+                })
+            }
+        }
+        d.deserialize_seq(V)
     }
 }
 

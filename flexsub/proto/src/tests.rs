@@ -16,6 +16,7 @@ fn row(id: u64, name: &str, reason: Option<&str>) -> QueueRow<'static> {
         start: None,
         host: None,
         reason: reason.map(|r| Cow::Owned(r.into())),
+        array: None,
     }
 }
 
@@ -101,6 +102,7 @@ fn frames_round_trip_and_split_anywhere() {
     let msg = Request::Cancel(CancelRequest {
         jobs: vec![JobId(3), JobId(9)],
         signal: Some(15),
+        tasks: vec![],
     });
     let bytes = encode(&msg);
     for cut in 0..bytes.len() {

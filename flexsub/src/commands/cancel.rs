@@ -3,8 +3,7 @@
 use crate::client::{into_error, Client};
 use crate::error::{exit, Error};
 use clap::Parser;
-use flex_proto::{Request, Response};
-use gres_plugin::JobId;
+use flex_proto::{JobRef, Request, Response};
 
 /// Cancel jobs, or send them a signal (like scancel). Only your own jobs, unless you are root.
 #[derive(Debug, Parser)]
@@ -13,20 +12,17 @@ pub struct Args {
     /// Send this signal (TERM, KILL, USR1, SIGUSR1, 10, ...) instead of cancelling.
     #[arg(short = 's', long = "signal", value_name = "SIGNAL", value_parser = parse_signal)]
     pub signal: Option<i32>,
-    /// The jobs.
+    /// The jobs: `12` (a job, or every task of the array 12), `12_3` (one task), `12_[3-5]`.
     #[arg(required = true, value_name = "JOBID", value_parser = parse_job)]
-    pub jobs: Vec<JobId>,
+    pub jobs: Vec<JobRef>,
 }
 
 fn parse_signal(s: &str) -> Result<i32, String> {
     crate::units::parse_signal(s).map_err(|e| e.to_string())
 }
 
-fn parse_job(s: &str) -> Result<JobId, String> {
-    s.trim()
-        .parse::<u64>()
-        .map(JobId)
-        .map_err(|_| format!("invalid job id {s:?}: expected a number"))
+fn parse_job(s: &str) -> Result<JobRef, String> {
+    JobRef::parse(s.trim()).map_err(|e| format!("invalid job id: {e}"))
 }
 
 /// The exit code for per-job failures: permission denied wins over other refusals.
@@ -45,9 +41,13 @@ pub fn outcome_code(errors: &[&str]) -> i32 {
 
 /// Run flexcancel; per-job failures go to stderr. Returns the exit code.
 pub fn run(a: &Args) -> Result<i32, Error> {
+    // Plain ids as before (older flexd), task references beside them.
+    let (plain, tasks): (Vec<JobRef>, Vec<JobRef>) =
+        a.jobs.iter().cloned().partition(|r| r.tasks.is_none());
     let req = Request::Cancel(flex_proto::CancelRequest {
-        jobs: a.jobs.clone(),
+        jobs: plain.into_iter().map(|r| r.job).collect(),
         signal: a.signal,
+        tasks,
     });
     let outcomes = match Client::connect("flexcancel")?.call(&req)? {
         Response::Cancelled(o) => o,
@@ -56,7 +56,8 @@ pub fn run(a: &Args) -> Result<i32, Error> {
     let mut errors = Vec::new();
     for o in &outcomes {
         if let Some(e) = &o.error {
-            eprintln!("flexcancel: job {}: {e}", o.job);
+            // flexd's messages name the job as the user wrote it (`12_3`).
+            eprintln!("flexcancel: {e}");
             errors.push(e.as_str());
         }
     }
@@ -69,13 +70,14 @@ mod tests {
 
     #[test]
     fn arguments() {
-        let a = Args::try_parse_from(["flexcancel", "-s", "USR1", "3", "4"]).unwrap();
+        let a = Args::try_parse_from(["flexcancel", "-s", "USR1", "3", "4_[1-2]"]).unwrap();
         assert_eq!(a.signal, Some(libc::SIGUSR1));
-        assert_eq!(a.jobs, [JobId(3), JobId(4)]);
+        let shown: Vec<String> = a.jobs.iter().map(|r| r.to_string()).collect();
+        assert_eq!(shown, ["3", "4_[1-2]"]);
         let e = Args::try_parse_from(["flexcancel", "x"])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("invalid job id \"x\""), "{e}");
+        assert!(e.contains("invalid job id: \"x\""), "{e}");
         assert!(Args::try_parse_from(["flexcancel", "-s", "NOPE", "1"]).is_err());
         assert!(Args::try_parse_from(["flexcancel"]).is_err());
     }

@@ -6,7 +6,7 @@ use crate::format::{self, Format};
 use crate::table;
 use crate::when;
 use clap::Parser;
-use flex_proto::{JobState, QueueFilter, Request, Response};
+use flex_proto::{ArrayRows, JobState, QueueFilter, Request, Response};
 use gres_plugin::JobId;
 use std::io::Write;
 
@@ -30,9 +30,13 @@ pub struct Args {
         value_name = "STATES"
     )]
     pub states: Vec<String>,
-    /// Only these jobs (comma-separated ids).
+    /// Only these jobs (comma-separated ids; an array's id names all its tasks).
     #[arg(short = 'j', long = "jobs", value_delimiter = ',', value_name = "IDS")]
     pub jobs: Vec<String>,
+    /// Every task of an array on its own row (by default an array's pending tasks share one
+    /// row, `12_[4-15%2]`, as in squeue).
+    #[arg(short = 'r', long = "array")]
+    pub array: bool,
     /// Only your own jobs.
     #[arg(long)]
     pub me: bool,
@@ -75,6 +79,11 @@ pub struct Args {
 pub fn filter(a: &Args) -> Result<QueueFilter, Error> {
     let mut f = QueueFilter {
         users: a.users.iter().filter(|u| !u.is_empty()).cloned().collect(),
+        arrays: Some(if a.array {
+            ArrayRows::Expand
+        } else {
+            ArrayRows::Collapse
+        }),
         ..QueueFilter::default()
     };
     if a.me {
@@ -101,8 +110,12 @@ pub fn filter(a: &Args) -> Result<QueueFilter, Error> {
     }
     f.include_finished = f.states.iter().any(|s| s.is_finished());
     for j in &a.jobs {
+        // `12_3` selects the array 12 (flexq shows its tasks).
         let id = j
             .trim()
+            .split('_')
+            .next()
+            .unwrap_or_default()
             .parse::<u64>()
             .map_err(|_| Error::Input(format!("invalid job id {j:?}: expected a number")))?;
         f.jobs.push(JobId(id));

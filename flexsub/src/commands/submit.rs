@@ -79,8 +79,7 @@ pub fn command() -> Command {
         Arg::new("json")
             .long("json")
             .action(ArgAction::SetTrue)
-            .requires("test-only")
-            .help("With --test-only: print JSON"),
+            .help("With --test-only or --estimate-only: print JSON"),
     )
     .arg(
         Arg::new("script")
@@ -98,7 +97,41 @@ pub fn command() -> Command {
 enum Action {
     Submit { parsable: bool, wait: bool },
     TestOnly { json: bool },
-    EstimateOnly,
+    EstimateOnly { json: bool },
+}
+
+/// `--estimate-only`: the estimate, then whether and when it fits on this host (flexd's
+/// `--test-only` answer) or why it cannot be said. As JSON: `{"estimate": {...}, "on_this_host":
+/// {...} or null, "error": null or "why"}`.
+fn estimate_report(
+    out: &mut impl Write,
+    b: &Breakdown,
+    fit: Result<WouldStart, Error>,
+    json: bool,
+) -> Result<i32, Error> {
+    let w = |e: std::io::Error| Error::Input(format!("cannot write the output: {e}"));
+    // A refusal by flexd (too large for any host) is an answer; an unreachable flexd is not.
+    let code = match &fit {
+        Err(e @ Error::Daemon { .. }) => e.exit_code(),
+        _ => crate::error::exit::OK,
+    };
+    if json {
+        let v = serde_json::json!({
+            "estimate": b,
+            "on_this_host": fit.as_ref().ok(),
+            "error": fit.as_ref().err().map(|e| e.to_string()),
+        });
+        let text = serde_json::to_string_pretty(&v).expect("the estimate serializes");
+        writeln!(out, "{text}").map_err(w)?;
+        return Ok(code);
+    }
+    write!(out, "{}", b.render()).map_err(w)?;
+    match fit {
+        Ok(ws) => write!(out, "{}", table::estimate_fit(&ws, now())).map_err(w)?,
+        Err(e @ Error::Daemon { .. }) => writeln!(out, "on this host: {e}").map_err(w)?,
+        Err(e) => writeln!(out, "on this host: unavailable ({e})").map_err(w)?,
+    }
+    Ok(code)
 }
 
 /// sbatch's `--wait`: poll flexd until the job has ended, then exit as the job did: its exit
@@ -134,12 +167,18 @@ pub struct Built {
     pub spec: JobSpec,
     pub estimate: Option<Breakdown>,
     pub warnings: Vec<String>,
+    /// What flexsub filled in for the user (said on stderr, not a problem).
+    pub notes: Vec<String>,
 }
 
 /// The script text and the name it is known by in messages.
 fn load_script(m: &ArgMatches) -> Result<(String, String, Vec<String>), Error> {
     if let Some(cmd) = m.get_one::<String>("wrap") {
         return Ok((script::wrap(cmd), "wrap".into(), Vec::new()));
+    }
+    // An estimate needs no script: never wait for one on standard input.
+    if m.get_flag("estimate-only") && !m.contains_id("script") {
+        return Ok((script::wrap("true"), "estimate".into(), Vec::new()));
     }
     let mut words = m
         .get_many::<std::ffi::OsString>("script")
@@ -237,6 +276,14 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
     let mut s = Settings::default();
     let mut warnings = script::apply_directives(&shown, &text, &mut s).map_err(Error::Input)?;
     warnings.extend(apply_command_line(m, &mut s)?);
+    let mut notes = Vec::new();
+    if s.time_limit_s.is_none() {
+        // flexd fills in its default; say which, as a Slurm user reading the queue would ask.
+        notes.push(format!(
+            "no --time given; the job gets default_time_limit = {} from flexd's configuration",
+            crate::units::format_duration(limits.default_time_limit_s)
+        ));
+    }
     let estimate = match s.estimate_input().map_err(Error::Input)? {
         Some(input) => Some(estimate::estimate(&input)?),
         None => None,
@@ -266,11 +313,15 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
         account: s.account.clone(),
         qos: s.qos.clone(),
         nice: s.nice.unwrap_or(0),
+        queue: Box::new(s.queue.clone()),
+        umask: Some(submit_umask()),
+        signal: s.signal.map(Box::new),
     };
     Ok(Built {
         spec,
         estimate,
         warnings,
+        notes,
     })
 }
 
@@ -284,12 +335,16 @@ pub fn current_env() -> Vec<(String, String)> {
 
 /// Run flexsub with parsed arguments; returns the exit code.
 pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
+    let json = m.get_flag("json");
+    if json && !m.get_flag("estimate-only") && !m.get_flag("test-only") {
+        return Err(Error::Usage(
+            "--json goes with --test-only or --estimate-only".into(),
+        ));
+    }
     let action = if m.get_flag("estimate-only") {
-        Action::EstimateOnly
+        Action::EstimateOnly { json }
     } else if m.get_flag("test-only") {
-        Action::TestOnly {
-            json: m.get_flag("json"),
-        }
+        Action::TestOnly { json }
     } else {
         Action::Submit {
             parsable: m.get_flag("parsable"),
@@ -300,10 +355,13 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
         path: ".".into(),
         source,
     })?;
-    let built = build(m, current_env(), &cwd)?;
+    let mut built = build(m, current_env(), &cwd)?;
     for w in &built.warnings {
         eprintln!("flexsub: warning: {w}");
     }
+    // Said once the job is accepted: a refused job needs no note about its defaults.
+    let notes = std::mem::take(&mut built.notes);
+    let say_notes = || notes.iter().for_each(|n| eprintln!("flexsub: note: {n}"));
     let w = |e: std::io::Error| Error::Input(format!("cannot write the output: {e}"));
     match action {
         Action::Submit { parsable, wait } => {
@@ -312,6 +370,7 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
                 Response::Submitted(flex_proto::SubmitReply { job }) => job,
                 other => return Err(crate::client::into_error(other)),
             };
+            say_notes();
             if parsable {
                 writeln!(out, "{job}").map_err(w)?;
             } else {
@@ -324,6 +383,7 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
         }
         Action::TestOnly { json } => {
             let ws = test_only(built.spec)?;
+            say_notes();
             if json {
                 let text = serde_json::to_string_pretty(&ws).expect("protocol types serialize");
                 writeln!(out, "{text}").map_err(w)?;
@@ -331,26 +391,19 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
                 write!(out, "{}", table::would_start(&ws, now())).map_err(w)?;
             }
         }
-        Action::EstimateOnly => {
-            let Some(b) = built.estimate.as_ref() else {
+        Action::EstimateOnly { json } => {
+            let Some(b) = built.estimate else {
                 return Err(Error::Usage(
                     "--estimate-only needs --model, on the command line or in a directive".into(),
                 ));
             };
-            write!(out, "{}", b.render()).map_err(w)?;
-            match Client::connect("flexsub")
+            let fit = Client::connect("flexsub")
                 .and_then(|mut c| c.call(&Request::TestOnly(built.spec)))
-            {
-                Ok(Response::WouldStart(ws)) => {
-                    write!(out, "{}", table::estimate_fit(&ws, now())).map_err(w)?
-                }
-                Ok(other) => return Err(crate::client::into_error(other)),
-                Err(e @ Error::Daemon { .. }) => {
-                    writeln!(out, "on this host: {e}").map_err(w)?;
-                    return Ok(e.exit_code());
-                }
-                Err(e) => writeln!(out, "on this host: unavailable ({e})").map_err(w)?,
-            }
+                .and_then(|r| match r {
+                    Response::WouldStart(ws) => Ok(ws),
+                    other => Err(crate::client::into_error(other)),
+                });
+            return estimate_report(out, &b, fit, json);
         }
     }
     Ok(crate::error::exit::OK)
@@ -368,4 +421,17 @@ pub fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// This process's umask, from /proc (reading it through umask(2) would set it meanwhile);
+/// 022 where /proc does not say.
+fn submit_umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
 }

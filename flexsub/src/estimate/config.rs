@@ -54,6 +54,9 @@ pub(crate) struct Arch {
     pub kv_cache_layers: u64,
     /// `torch_dtype` (or the newer `dtype`) from the config, when it names one we size.
     pub dtype: Option<Dtype>,
+    /// The longest sequence the model takes (`max_position_embeddings`, `n_positions`), the
+    /// sequence length an estimate uses when none is given.
+    pub context: Option<u64>,
 }
 
 /// A `config.json` as far as flexsub understands it.
@@ -176,6 +179,7 @@ fn bert(f: &Fields) -> Result<Arch, EstimateError> {
         head_dim: h / a,
         vocab: v,
         kv_cache_layers: 0,
+        context: Some(positions),
         ..Arch::empty()
     })
 }
@@ -206,6 +210,7 @@ fn gpt2(f: &Fields) -> Result<Arch, EstimateError> {
         head_dim: e / a,
         vocab: v,
         kv_cache_layers: l,
+        context: Some(positions),
         ..Arch::empty()
     })
 }
@@ -245,6 +250,7 @@ fn llama(f: &Fields, model_type: &str) -> Result<Arch, EstimateError> {
         head_dim: d,
         vocab: v,
         kv_cache_layers: l,
+        context: f.opt("max_position_embeddings")?,
         ..Arch::empty()
     })
 }
@@ -286,6 +292,7 @@ fn t5(f: &Fields) -> Result<Arch, EstimateError> {
         head_dim: kv_dim,
         vocab: v,
         kv_cache_layers: 2 * decoder_layers,
+        context: f.opt("n_positions")?,
         ..Arch::empty()
     })
 }
@@ -303,6 +310,7 @@ impl Arch {
             vocab: 0,
             kv_cache_layers: 0,
             dtype: None,
+            context: None,
         }
     }
 }

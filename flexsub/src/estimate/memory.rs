@@ -158,6 +158,7 @@ mod tests {
             vocab: 50257,
             kv_cache_layers: 12,
             dtype: None,
+            context: Some(1024),
         }
     }
 

@@ -23,7 +23,8 @@ pub const DEFAULT_MARGIN: f64 = 0.10;
 pub const MAX_MARGIN: f64 = 1.0;
 
 /// Element type the model will be held in on the GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Dtype {
     F32,
     F16,
@@ -96,7 +97,9 @@ pub struct EstimateInput {
     /// `config.json`.
     pub model: PathBuf,
     pub batch_size: u32,
-    pub seq_len: u32,
+    /// `None`: the model's own context length (its config's `max_position_embeddings` or
+    /// `n_positions`).
+    pub seq_len: Option<u32>,
     /// `None`: the dtype most of the checkpoint is stored in, else the config's
     /// `torch_dtype`, else fp32.
     pub dtype: Option<Dtype>,
@@ -106,7 +109,7 @@ pub struct EstimateInput {
 }
 
 /// The estimate, part by part; `total_bytes` is what flexsub asks the daemon for.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Breakdown {
     pub parameters: u64,
     /// Where the count came from: "safetensors (3 shards)" or "config.json (llama)".
@@ -154,6 +157,8 @@ pub enum EstimateError {
     MissingField { path: PathBuf, field: String },
     #[error("{what} must be at least 1")]
     Zero { what: &'static str },
+    #[error("the model's config.json names no context length: give --seq-len")]
+    NoContext,
     #[error("margin {0} is outside 0..={MAX_MARGIN}")]
     Margin(f64),
 }
@@ -180,7 +185,7 @@ pub fn estimate(input: &EstimateInput) -> Result<Breakdown, EstimateError> {
     if input.batch_size == 0 {
         return Err(EstimateError::Zero { what: "batch size" });
     }
-    if input.seq_len == 0 {
+    if input.seq_len == Some(0) {
         return Err(EstimateError::Zero {
             what: "sequence length",
         });
@@ -189,6 +194,16 @@ pub fn estimate(input: &EstimateInput) -> Result<Breakdown, EstimateError> {
         return Err(EstimateError::Margin(input.margin));
     }
     let mut model = inspect(&input.model)?;
+    let seq = match (input.seq_len, model.arch.as_ref().and_then(|a| a.context)) {
+        (Some(s), _) => u64::from(s),
+        (None, Some(c)) => {
+            model
+                .notes
+                .push(format!("sequence length {c}: the model's context length"));
+            c
+        }
+        (None, None) => return Err(EstimateError::NoContext),
+    };
     let config_dtype = model.arch.as_ref().and_then(|a| a.dtype);
     let dtype = match (input.dtype, model.file_dtype, config_dtype) {
         (Some(d), _, _) => d,
@@ -213,7 +228,7 @@ pub fn estimate(input: &EstimateInput) -> Result<Breakdown, EstimateError> {
     };
     let shape = memory::RunShape {
         batch: u64::from(input.batch_size),
-        seq: u64::from(input.seq_len),
+        seq,
         dtype,
         mode: input.mode,
     };

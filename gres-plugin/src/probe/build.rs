@@ -26,6 +26,51 @@ pub enum ModelError {
 
 /// Build the host model from probe output. Pure: the same input always gives the same model.
 pub fn build_host(raw: &RawHost) -> Result<HostModel, ModelError> {
+    check(raw)?;
+    let n = raw.gpus.len();
+    let numa: Vec<u32> = raw.gpus.iter().map(|g| numa_of(raw, g)).collect();
+    // Host bridges: GPUs of one NUMA node that meet at or below a host bridge.
+    let bridge = group(n, |a, b| {
+        numa[a] == numa[b] && raw.pcie[a][b].pcie_rank() <= LinkLevel::Phb.pcie_rank()
+    });
+    // PCIe switches: GPUs of one host bridge that meet below it.
+    let switch = group(n, |a, b| {
+        bridge[a] == bridge[b] && raw.pcie[a][b].pcie_rank() <= LinkLevel::Pxb.pcie_rank()
+    });
+    let links = link_levels(raw, &numa);
+
+    let mut gpus = Vec::with_capacity(n);
+    let mut leaves = Vec::new();
+    for (pos, g) in raw.gpus.iter().enumerate() {
+        let index = GpuIndex(g.index);
+        gpus.push(Gpu {
+            index,
+            uuid: g.uuid.clone(),
+            name: g.name.clone(),
+            memory_bytes: g.memory_bytes,
+            pci_bus_id: g.pci_bus_id.clone(),
+            numa_node: numa[pos],
+            cpu_affinity: g.cpu_affinity.iter().map(|&c| CoreId(c)).collect(),
+            mig: g.mig_enabled,
+            host_bridge: bridge[pos],
+            pcie_switch: switch[pos],
+        });
+        push_leaves(g, &mut leaves)?;
+    }
+    let mut cores = raw.cores.clone();
+    cores.sort_by_key(|c| c.id);
+    Ok(HostModel {
+        hostname: raw.hostname.clone(),
+        gpus,
+        leaves,
+        cores,
+        links,
+    })
+}
+
+/// Rejects probe output the model cannot be built from: link matrices of the wrong shape, a GPU
+/// or core listed twice, no cores at all.
+fn check(raw: &RawHost) -> Result<(), ModelError> {
     let n = raw.gpus.len();
     if raw.pcie.len() != n || raw.pcie.iter().any(|r| r.len() != n) {
         return Err(ModelError::LinkMatrix {
@@ -54,25 +99,24 @@ pub fn build_host(raw: &RawHost) -> Result<HostModel, ModelError> {
             return Err(ModelError::DuplicateCore(c.id.0));
         }
     }
+    Ok(())
+}
 
-    let numa_of = |g: &RawGpu| -> u32 {
-        g.numa_node.unwrap_or_else(|| {
-            g.cpu_affinity
-                .first()
-                .and_then(|c| raw.cores.iter().find(|k| k.id.0 == *c))
-                .map_or(0, |k| k.numa_node)
-        })
-    };
-    let numa: Vec<u32> = raw.gpus.iter().map(numa_of).collect();
-    // Host bridges: GPUs of one NUMA node that meet at or below a host bridge.
-    let bridge = group(n, |a, b| {
-        numa[a] == numa[b] && raw.pcie[a][b].pcie_rank() <= LinkLevel::Phb.pcie_rank()
-    });
-    // PCIe switches: GPUs of one host bridge that meet below it.
-    let switch = group(n, |a, b| {
-        bridge[a] == bridge[b] && raw.pcie[a][b].pcie_rank() <= LinkLevel::Pxb.pcie_rank()
-    });
+/// A GPU's NUMA node: the driver's, else that of its first affine core (0 when unknown), since
+/// some drivers report no NUMA id.
+fn numa_of(raw: &RawHost, g: &RawGpu) -> u32 {
+    g.numa_node.unwrap_or_else(|| {
+        g.cpu_affinity
+            .first()
+            .and_then(|c| raw.cores.iter().find(|k| k.id.0 == *c))
+            .map_or(0, |k| k.numa_node)
+    })
+}
 
+/// The link between every pair of GPUs: NVLink where there is one, else across NUMA nodes the
+/// system bus, else the PCIe level the probe reported.
+fn link_levels(raw: &RawHost, numa: &[u32]) -> Vec<Vec<LinkLevel>> {
+    let n = raw.gpus.len();
     let mut links = vec![vec![LinkLevel::Sys; n]; n];
     for a in 0..n {
         for b in 0..n {
@@ -85,78 +129,59 @@ pub fn build_host(raw: &RawHost) -> Result<HostModel, ModelError> {
             };
         }
     }
+    links
+}
 
-    let mut gpus = Vec::with_capacity(n);
-    let mut leaves = Vec::new();
-    for (pos, g) in raw.gpus.iter().enumerate() {
-        let index = GpuIndex(g.index);
-        gpus.push(Gpu {
-            index,
+/// Appends a GPU's leaves, numbered on from `leaves`: the whole card when MIG is off, else its
+/// MIG instances in placement order, so leaf ids do not depend on the order NVML lists them.
+fn push_leaves(g: &RawGpu, leaves: &mut Vec<Leaf>) -> Result<(), ModelError> {
+    let index = GpuIndex(g.index);
+    if !g.mig_enabled {
+        leaves.push(Leaf {
+            id: LeafId(leaves.len() as u32),
             uuid: g.uuid.clone(),
-            name: g.name.clone(),
+            profile: "gpu".into(),
+            sm_slices: 7,
             memory_bytes: g.memory_bytes,
-            pci_bus_id: g.pci_bus_id.clone(),
-            numa_node: numa[pos],
-            cpu_affinity: g.cpu_affinity.iter().map(|&c| CoreId(c)).collect(),
-            mig: g.mig_enabled,
-            host_bridge: bridge[pos],
-            pcie_switch: switch[pos],
+            gpu: index,
+            gpu_instance: None,
+            compute_instance: None,
         });
-        if !g.mig_enabled {
-            leaves.push(Leaf {
-                id: LeafId(leaves.len() as u32),
-                uuid: g.uuid.clone(),
-                profile: "gpu".into(),
-                sm_slices: 7,
-                memory_bytes: g.memory_bytes,
-                gpu: index,
-                gpu_instance: None,
-                compute_instance: None,
-            });
-            continue;
-        }
-        let slice_bytes = (g.memory_bytes / 8).max(1);
-        let mut inst: Vec<&RawMig> = g.instances.iter().collect();
-        inst.sort_by(|a, b| {
-            (a.start, a.gpu_instance, a.compute_instance, &a.uuid).cmp(&(
-                b.start,
-                b.gpu_instance,
-                b.compute_instance,
-                &b.uuid,
-            ))
-        });
-        for m in inst {
-            let mem_slices = m.mem_slices.unwrap_or_else(|| {
-                ((m.memory_bytes as f64 / slice_bytes as f64).round() as u8).clamp(1, 8)
-            });
-            if m.memory_bytes > g.memory_bytes || m.sm_slices == 0 || m.sm_slices > 7 {
-                return Err(ModelError::BadInstance {
-                    gpu: g.index,
-                    uuid: m.uuid.clone(),
-                    memory_bytes: m.memory_bytes,
-                });
-            }
-            leaves.push(Leaf {
-                id: LeafId(leaves.len() as u32),
-                uuid: m.uuid.clone(),
-                profile: profile_name(m.sm_slices, mem_slices, g.memory_bytes),
-                sm_slices: m.sm_slices,
-                memory_bytes: m.memory_bytes,
-                gpu: index,
-                gpu_instance: m.gpu_instance,
-                compute_instance: m.compute_instance,
-            });
-        }
+        return Ok(());
     }
-    let mut cores = raw.cores.clone();
-    cores.sort_by_key(|c| c.id);
-    Ok(HostModel {
-        hostname: raw.hostname.clone(),
-        gpus,
-        leaves,
-        cores,
-        links,
-    })
+    let slice_bytes = (g.memory_bytes / 8).max(1);
+    let mut inst: Vec<&RawMig> = g.instances.iter().collect();
+    inst.sort_by(|a, b| {
+        (a.start, a.gpu_instance, a.compute_instance, &a.uuid).cmp(&(
+            b.start,
+            b.gpu_instance,
+            b.compute_instance,
+            &b.uuid,
+        ))
+    });
+    for m in inst {
+        let mem_slices = m.mem_slices.unwrap_or_else(|| {
+            ((m.memory_bytes as f64 / slice_bytes as f64).round() as u8).clamp(1, 8)
+        });
+        if m.memory_bytes > g.memory_bytes || m.sm_slices == 0 || m.sm_slices > 7 {
+            return Err(ModelError::BadInstance {
+                gpu: g.index,
+                uuid: m.uuid.clone(),
+                memory_bytes: m.memory_bytes,
+            });
+        }
+        leaves.push(Leaf {
+            id: LeafId(leaves.len() as u32),
+            uuid: m.uuid.clone(),
+            profile: profile_name(m.sm_slices, mem_slices, g.memory_bytes),
+            sm_slices: m.sm_slices,
+            memory_bytes: m.memory_bytes,
+            gpu: index,
+            gpu_instance: m.gpu_instance,
+            compute_instance: m.compute_instance,
+        });
+    }
+    Ok(())
 }
 
 /// Number the classes of the relation `same` (taken transitively) by first appearance.

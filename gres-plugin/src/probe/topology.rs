@@ -144,18 +144,41 @@ pub fn parse(text: &str, origin: &str) -> Result<RawHost, TopologyError> {
         message,
     };
     let hostname = file.hostname.unwrap_or_else(|| "localhost".into());
-    if file.numa.is_empty() {
-        return Err(bad("no [[numa]] node with cores".into()));
+    let cores = numa_cores(&file.numa).map_err(bad)?;
+    let mut gpus = Vec::new();
+    for g in &file.gpu {
+        if gpus.iter().any(|x: &RawGpu| x.index == g.index) {
+            return Err(bad(format!("gpu index {} appears twice", g.index)));
+        }
+        gpus.push(raw_gpu(g, &file.numa, &cores, &hostname).map_err(bad)?);
+    }
+    gpus.sort_by_key(|g| g.index);
+    let pcie = pcie_levels(&file.gpu, &gpus);
+    let nvlinks = nvlink_counts(&file.nvlink, &gpus).map_err(bad)?;
+    Ok(RawHost {
+        hostname,
+        gpus,
+        pcie,
+        nvlinks,
+        cores,
+    })
+}
+
+/// The host's cores from the `[[numa]]` entries, each core listed once; errors are messages
+/// that [`parse`] prefixes with the file's name.
+fn numa_cores(numa: &[Numa]) -> Result<Vec<Core>, String> {
+    if numa.is_empty() {
+        return Err("no [[numa]] node with cores".into());
     }
     let mut cores = Vec::new();
-    for n in &file.numa {
-        let list = parse_cpu_list(&n.cores).map_err(|e| bad(format!("numa {}: {e}", n.id)))?;
+    for n in numa {
+        let list = parse_cpu_list(&n.cores).map_err(|e| format!("numa {}: {e}", n.id))?;
         if list.is_empty() {
-            return Err(bad(format!("numa {}: no cores", n.id)));
+            return Err(format!("numa {}: no cores", n.id));
         }
         for c in list {
             if cores.iter().any(|k: &Core| k.id.0 == c) {
-                return Err(bad(format!("core {c} is listed twice")));
+                return Err(format!("core {c} is listed twice"));
             }
             cores.push(Core {
                 id: CoreId(c),
@@ -163,99 +186,104 @@ pub fn parse(text: &str, origin: &str) -> Result<RawHost, TopologyError> {
             });
         }
     }
-    let mut gpus = Vec::new();
-    for g in &file.gpu {
-        if gpus.iter().any(|x: &RawGpu| x.index == g.index) {
-            return Err(bad(format!("gpu index {} appears twice", g.index)));
-        }
-        if !file.numa.iter().any(|n| n.id == g.numa) {
-            return Err(bad(format!(
-                "gpu {}: numa node {} has no [[numa]] entry",
-                g.index, g.numa
-            )));
-        }
-        if !(g.memory_gib.is_finite() && g.memory_gib > 0.0 && g.memory_gib <= 4096.0) {
-            return Err(bad(format!(
-                "gpu {}: memory_gib {} is not a size in GiB",
-                g.index, g.memory_gib
-            )));
-        }
-        let memory_bytes = (g.memory_gib * (1u64 << 30) as f64) as u64;
-        let gpu_uuid = stable_uuid("GPU", &format!("flex-sim/{hostname}/gpu{}", g.index));
-        let slice_gb = crate::model::nominal_slice_gb(memory_bytes);
-        let mut profiles = Vec::new();
-        let mut mems = Vec::new();
-        for m in &g.mig {
-            let p = parse_profile(&m.profile, slice_gb).ok_or_else(|| {
-                bad(format!(
-                    "gpu {}: {:?} is not a MIG profile of a {} GiB card",
-                    g.index, m.profile, g.memory_gib
-                ))
-            })?;
-            if m.count == 0 || m.count > 7 {
-                return Err(bad(format!(
-                    "gpu {}: count {} of {} must be 1 to 7",
-                    g.index, m.count, m.profile
-                )));
-            }
-            let default_mib = (memory_bytes / (1 << 20)) * p.mem_slices as u64 / 8 * 95 / 100;
-            for _ in 0..m.count {
-                profiles.push(p);
-                mems.push(m.memory_mib.unwrap_or(default_mib) << 20);
-            }
-        }
-        let starts = layout(&profiles).ok_or_else(|| {
-            bad(format!(
-                "gpu {}: the MIG instances do not form a valid layout (at most 7 SM slices and 8 memory slices, at NVIDIA's placements)",
-                g.index
-            ))
-        })?;
-        let numa_cores: Vec<u32> = cores
-            .iter()
-            .filter(|c| c.numa_node == g.numa)
-            .map(|c| c.id.0)
-            .collect();
-        let instances = profiles
-            .iter()
-            .zip(&mems)
-            .zip(&starts)
-            .enumerate()
-            .map(|(i, ((p, &mem), &start))| RawMig {
-                uuid: stable_uuid(
-                    "MIG",
-                    &format!("flex-sim/{hostname}/gpu{}/leaf{i}", g.index),
-                ),
-                memory_bytes: mem,
-                sm_slices: p.sm_slices,
-                mem_slices: Some(p.mem_slices),
-                gpu_instance: Some(gi_id(*p, start)),
-                compute_instance: Some(0),
-                start: Some(start),
-            })
-            .collect();
-        gpus.push(RawGpu {
-            index: g.index,
-            uuid: gpu_uuid,
-            name: g.name.clone(),
-            memory_bytes,
-            pci_bus_id: g
-                .pci_bus_id
-                .clone()
-                .unwrap_or_else(|| format!("00000000:{:02X}:00.0", 0x17 + g.index * 0x10)),
-            numa_node: Some(g.numa),
-            cpu_affinity: numa_cores,
-            mig_enabled: !g.mig.is_empty(),
-            instances,
-        });
+    Ok(cores)
+}
+
+/// One `[[gpu]]` entry checked and turned into probe output, with stable simulated UUIDs and
+/// the cores of its NUMA node as its affinity.
+fn raw_gpu(g: &GpuEntry, numa: &[Numa], cores: &[Core], hostname: &str) -> Result<RawGpu, String> {
+    if !numa.iter().any(|n| n.id == g.numa) {
+        return Err(format!(
+            "gpu {}: numa node {} has no [[numa]] entry",
+            g.index, g.numa
+        ));
     }
-    gpus.sort_by_key(|g| g.index);
-    let pos = |idx: u32| gpus.iter().position(|g| g.index == idx);
+    if !(g.memory_gib.is_finite() && g.memory_gib > 0.0 && g.memory_gib <= 4096.0) {
+        return Err(format!(
+            "gpu {}: memory_gib {} is not a size in GiB",
+            g.index, g.memory_gib
+        ));
+    }
+    let memory_bytes = (g.memory_gib * (1u64 << 30) as f64) as u64;
+    let gpu_uuid = stable_uuid("GPU", &format!("flex-sim/{hostname}/gpu{}", g.index));
+    let instances = mig_instances(g, memory_bytes, hostname)?;
+    let numa_cores: Vec<u32> = cores
+        .iter()
+        .filter(|c| c.numa_node == g.numa)
+        .map(|c| c.id.0)
+        .collect();
+    Ok(RawGpu {
+        index: g.index,
+        uuid: gpu_uuid,
+        name: g.name.clone(),
+        memory_bytes,
+        pci_bus_id: g
+            .pci_bus_id
+            .clone()
+            .unwrap_or_else(|| format!("00000000:{:02X}:00.0", 0x17 + g.index * 0x10)),
+        numa_node: Some(g.numa),
+        cpu_affinity: numa_cores,
+        mig_enabled: !g.mig.is_empty(),
+        instances,
+    })
+}
+
+/// The MIG instances a `[[gpu]]` entry asks for, placed as the driver would place them; an
+/// error when a profile is unknown for the card or the instances do not fit together.
+fn mig_instances(g: &GpuEntry, memory_bytes: u64, hostname: &str) -> Result<Vec<RawMig>, String> {
+    let slice_gb = crate::model::nominal_slice_gb(memory_bytes);
+    let mut profiles = Vec::new();
+    let mut mems = Vec::new();
+    for m in &g.mig {
+        let p = parse_profile(&m.profile, slice_gb).ok_or_else(|| {
+            format!(
+                "gpu {}: {:?} is not a MIG profile of a {} GiB card",
+                g.index, m.profile, g.memory_gib
+            )
+        })?;
+        if m.count == 0 || m.count > 7 {
+            return Err(format!(
+                "gpu {}: count {} of {} must be 1 to 7",
+                g.index, m.count, m.profile
+            ));
+        }
+        let default_mib = (memory_bytes / (1 << 20)) * p.mem_slices as u64 / 8 * 95 / 100;
+        for _ in 0..m.count {
+            profiles.push(p);
+            mems.push(m.memory_mib.unwrap_or(default_mib) << 20);
+        }
+    }
+    let starts = layout(&profiles).ok_or_else(|| {
+        format!(
+            "gpu {}: the MIG instances do not form a valid layout (at most 7 SM slices and 8 memory slices, at NVIDIA's placements)",
+            g.index
+        )
+    })?;
+    Ok(profiles
+        .iter()
+        .zip(&mems)
+        .zip(&starts)
+        .enumerate()
+        .map(|(i, ((p, &mem), &start))| RawMig {
+            uuid: stable_uuid(
+                "MIG",
+                &format!("flex-sim/{hostname}/gpu{}/leaf{i}", g.index),
+            ),
+            memory_bytes: mem,
+            sm_slices: p.sm_slices,
+            mem_slices: Some(p.mem_slices),
+            gpu_instance: Some(gi_id(*p, start)),
+            compute_instance: Some(0),
+            start: Some(start),
+        })
+        .collect())
+}
+
+/// The PCIe distance between every pair of `gpus` (sorted by index), from the NUMA node, host
+/// bridge and PCIe switch their entries name (a GPU without a switch gets one of its own).
+fn pcie_levels(entries: &[GpuEntry], gpus: &[RawGpu]) -> Vec<Vec<LinkLevel>> {
     let place = |idx: u32| {
-        let e = file
-            .gpu
-            .iter()
-            .find(|e| e.index == idx)
-            .expect("listed gpu");
+        let e = entries.iter().find(|e| e.index == idx).expect("listed gpu");
         (
             e.numa,
             e.host_bridge.unwrap_or(e.numa),
@@ -279,15 +307,23 @@ pub fn parse(text: &str, origin: &str) -> Result<RawHost, TopologyError> {
             };
         }
     }
+    pcie
+}
+
+/// The NVLink count between every pair of `gpus` (sorted by index) from the `[[nvlink]]`
+/// entries, later entries overriding earlier ones.
+fn nvlink_counts(links: &[NvLink], gpus: &[RawGpu]) -> Result<Vec<Vec<u8>>, String> {
+    let pos = |idx: u32| gpus.iter().position(|g| g.index == idx);
+    let n = gpus.len();
     let mut nvlinks = vec![vec![0u8; n]; n];
-    for l in &file.nvlink {
+    for l in links {
         match l.gpus {
             Some([a, b]) => {
                 let (Some(pa), Some(pb)) = (pos(a), pos(b)) else {
-                    return Err(bad(format!("nvlink names unknown gpu in [{a}, {b}]")));
+                    return Err(format!("nvlink names unknown gpu in [{a}, {b}]"));
                 };
                 if pa == pb {
-                    return Err(bad(format!("nvlink joins gpu {a} to itself")));
+                    return Err(format!("nvlink joins gpu {a} to itself"));
                 }
                 nvlinks[pa][pb] = l.links;
                 nvlinks[pb][pa] = l.links;
@@ -303,13 +339,7 @@ pub fn parse(text: &str, origin: &str) -> Result<RawHost, TopologyError> {
             }
         }
     }
-    Ok(RawHost {
-        hostname,
-        gpus,
-        pcie,
-        nvlinks,
-        cores,
-    })
+    Ok(nvlinks)
 }
 
 /// The GPU-instance id of a profile at a start slice, numbered as the driver numbers the nodes

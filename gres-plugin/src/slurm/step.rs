@@ -392,8 +392,12 @@ mod tests {
                     .unwrap()
                     .into_iter()
                     .collect();
-            let flexrun: HashMap<String, String> =
-                rank_env(&plan, r, Some("/usr/lib")).into_iter().collect();
+            // In a Slurm step, Slurm itself sets its task variables (SLURM_PROCID, ...);
+            // flexrun sets them for its own ranks. Everything else is the same.
+            let flexrun: HashMap<String, String> = rank_env(&plan, r, Some("/usr/lib"))
+                .into_iter()
+                .filter(|(k, _)| !k.starts_with("SLURM_"))
+                .collect();
             assert_eq!(
                 task.insert("MASTER_ADDR".into(), "127.0.0.1".into()),
                 Some("node1".into())

@@ -25,9 +25,9 @@ pub fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/proto-v2")
 }
 
-/// One message of the protocol, any direction.
+/// One message of the protocol, any direction. (A handful of samples: their sizes do not matter.)
 #[derive(Debug, PartialEq)]
-#[allow(clippy::large_enum_variant)] // test samples, built once
+#[allow(clippy::large_enum_variant)]
 pub enum Msg {
     Hello(Hello),
     Request(Request),
@@ -50,6 +50,7 @@ fn file_name(m: &Msg) -> &'static str {
             Request::Accounting(_) => "request-accounting.bin",
             Request::Priority(_) => "request-priority.bin",
             Request::Shares(_) => "request-shares.bin",
+            Request::Control(_) => "request-control.bin",
         },
         Msg::Response(r) => match r {
             Response::Hello(flex_proto::HelloReply { .. }) => "response-hello.bin",
@@ -64,6 +65,7 @@ fn file_name(m: &Msg) -> &'static str {
             Response::Accounting(_) => "response-accounting.bin",
             Response::Priority(_) => "response-priority.bin",
             Response::Shares(_) => "response-shares.bin",
+            Response::Controlled(_) => "response-controlled.bin",
         },
     }
 }
@@ -96,6 +98,9 @@ fn spec() -> JobSpec {
         account: Some("vision".into()),
         qos: None,
         nice: 0,
+        queue: Default::default(),
+        umask: None,
+        signal: None,
     }
 }
 
@@ -158,6 +163,7 @@ fn row(
         start: Some(1_795_512_600),
         host: (state == JobState::Running).then_some(Cow::Borrowed("a100-testbed")),
         reason: reason.map(Cow::Borrowed),
+        array: None,
     }
 }
 
@@ -187,7 +193,12 @@ pub fn samples() -> Vec<Msg> {
         estimated_start: None,
         exit_code: None,
         signal: None,
-        priority: None,
+        array: None,
+        dependency: None,
+        restarts: 0,
+        requeue: false,
+        priority: 0,
+        nice: 0,
         qos: None,
     };
     let ended = JobView {
@@ -200,8 +211,6 @@ pub fn samples() -> Vec<Msg> {
         reason: Some("time limit".into()),
         estimated_start: Some(1_795_512_400),
         signal: Some(15),
-        priority: None,
-        qos: None,
         exit_code: None,
         ..running.clone()
     };
@@ -231,6 +240,8 @@ pub fn samples() -> Vec<Msg> {
             memory_bytes: Some(10_334_765_056),
         }],
         cores: vec![0, 1, 2, 3],
+        array: None,
+        restarts: 0,
     };
     let filter = QueueFilter {
         users: vec!["ann".into()],
@@ -238,6 +249,7 @@ pub fn samples() -> Vec<Msg> {
         jobs: vec![JobId(41), JobId(42)],
         include_finished: true,
         after: Some(JobId(40)),
+        arrays: None,
     };
     vec![
         Msg::Hello(Hello {
@@ -250,6 +262,8 @@ pub fn samples() -> Vec<Msg> {
             account: None,
             qos: None,
             nice: 0,
+            umask: None,
+            signal: None,
             stdout: None,
             stderr: None,
             ..spec()
@@ -263,11 +277,16 @@ pub fn samples() -> Vec<Msg> {
         Msg::Request(Request::Cancel(flex_proto::CancelRequest {
             jobs: vec![JobId(41), JobId(42)],
             signal: Some(10),
+            tasks: vec![],
         })),
         Msg::Request(Request::LeafMap),
         Msg::Request(Request::Ping),
         Msg::Request(Request::JobEnded(flex_proto::JobEndedRequest {
             job: JobId(41),
+        })),
+        Msg::Request(Request::Control(flex_proto::ControlRequest {
+            action: flex_proto::ControlAction::Update(vec![("TimeLimit".into(), "600".into())]),
+            jobs: vec![flex_proto::JobRef::parse("41_[1-3]").expect("a job reference")],
         })),
         Msg::Request(Request::Accounting(AcctQuery {
             start: 1_795_420_800,
@@ -330,6 +349,10 @@ pub fn samples() -> Vec<Msg> {
                     jobs: vec![JobId(43)],
                 },
             ],
+        }])),
+        Msg::Response(Response::Controlled(vec![flex_proto::ControlOutcome {
+            job: "41_2".into(),
+            error: Some("permission denied: job 41_2 belongs to ann".into()),
         }])),
         Msg::Response(Response::Pong),
         Msg::Response(Response::Error(ErrorReply {

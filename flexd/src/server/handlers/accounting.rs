@@ -98,6 +98,16 @@ pub(crate) fn accounting(
     hosts: Vec<AcctHost>,
     now: u64,
 ) -> Response {
+    // Times are stored as SQLite integers (i64): a later bound would wrap and select nothing.
+    if let Some(t) = [q.start, q.end].into_iter().find(|&t| t > i64::MAX as u64) {
+        return Response::error(
+            ErrorKind::InvalidRequest,
+            format!(
+                "the period bound {t} is past the largest time flexd stores ({})",
+                i64::MAX
+            ),
+        );
+    }
     if q.start > q.end {
         return Response::error(
             ErrorKind::InvalidRequest,
@@ -126,7 +136,7 @@ pub(crate) fn accounting(
             jobs,
             more,
         }),
-        Err(e) => Response::error(ErrorKind::Internal, e.to_string()),
+        Err(e) => Response::error(ErrorKind::Internal, e.in_db(conn).to_string()),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::{err, Peer};
 use crate::state::State;
-use flex_proto::{CancelOutcome, ErrorKind, Response};
+use flex_proto::{CancelOutcome, ErrorKind, JobRef, Response};
 use gres_plugin::JobId;
 
 /// Cancel jobs, or send them a signal. Users may cancel only their own jobs; root any. Each
@@ -11,10 +11,10 @@ use gres_plugin::JobId;
 pub(crate) fn cancel(
     st: &mut State,
     peer: &Peer,
-    jobs: &[JobId],
-    signal: Option<i32>,
+    req: &flex_proto::CancelRequest,
     now: u64,
 ) -> Response {
+    let (jobs, signal) = (expand(st, req), req.signal);
     if jobs.is_empty() {
         return err(ErrorKind::InvalidRequest, "no job to cancel was given");
     }
@@ -28,8 +28,8 @@ pub(crate) fn cancel(
     }
     let mut outcomes = Vec::with_capacity(jobs.len());
     let mut first: Option<(ErrorKind, String)> = None;
-    for &id in jobs {
-        let r = cancel_one(st, peer, id, signal, now);
+    for (id, shown) in jobs {
+        let r = cancel_one(st, peer, id, signal, now, &shown);
         if let Err((kind, m)) = &r {
             first.get_or_insert((*kind, m.clone()));
         }
@@ -47,20 +47,44 @@ pub(crate) fn cancel(
     }
 }
 
+/// The jobs named: a plain id that is an array's names every task of it (those not finished),
+/// a task reference the tasks it names; each with the name it is reported under. A name that
+/// matches nothing stays, to be reported as not found.
+fn expand(st: &State, req: &flex_proto::CancelRequest) -> Vec<(JobId, String)> {
+    let refs = req.jobs.iter().map(|&job| JobRef { job, tasks: None });
+    let mut out = Vec::new();
+    for r in refs.chain(req.tasks.iter().cloned()) {
+        let ids = st.resolve(&r);
+        let live: Vec<JobId> = ids
+            .iter()
+            .copied()
+            .filter(|id| st.job(*id).is_some_and(|j| !j.row.state.is_finished()))
+            .collect();
+        match (ids.len(), live.is_empty()) {
+            (0, _) => out.push((r.job, r.to_string())),
+            (1, _) => out.push((ids[0], st.shown(ids[0]))),
+            (_, true) => out.push((ids[0], r.to_string())),
+            (_, false) => out.extend(live.into_iter().map(|id| (id, st.shown(id)))),
+        }
+    }
+    out
+}
+
 fn cancel_one(
     st: &mut State,
     peer: &Peer,
     id: JobId,
     signal: Option<i32>,
     now: u64,
+    shown: &str,
 ) -> Result<(), (ErrorKind, String)> {
     let j = st
         .job(id)
-        .ok_or_else(|| (ErrorKind::NotFound, format!("job {id} not found")))?;
+        .ok_or_else(|| (ErrorKind::NotFound, format!("job {shown} not found")))?;
     if !peer.is_root() && peer.uid != j.row.uid {
         return Err((
             ErrorKind::PermissionDenied,
-            format!("permission denied: job {id} belongs to {}", j.row.user),
+            format!("permission denied: job {shown} belongs to {}", j.row.user),
         ));
     }
     let state = j.row.state;
@@ -71,7 +95,7 @@ fn cancel_one(
             .map_err(|m| (ErrorKind::InvalidRequest, m)),
         Some(_) => Err((
             ErrorKind::InvalidRequest,
-            format!("job {id} is not running ({state}): there is nothing to signal"),
+            format!("job {shown} is not running ({state}): there is nothing to signal"),
         )),
         None => st
             .cancel(id, peer.uid, now)

@@ -2,8 +2,8 @@
 //! of [`PAGE`] jobs by id; the connection sends a listing's pages one behind the other
 //! ([`next_page`]), each made under the state's lock on its own.
 
-use crate::state::{Job, State};
-use flex_proto::{JobView, QueueFilter, QueueRows, Request, Response};
+use crate::state::{group_id, Job, State};
+use flex_proto::{ArrayRows, JobState, JobView, QueueFilter, QueueRows, Request, Response};
 
 /// One page of full job views.
 pub(crate) fn queue(st: &State, f: &QueueFilter) -> Response {
@@ -18,7 +18,7 @@ pub(crate) fn queue_rows(st: &State, f: &QueueFilter, now: u64) -> Response {
     let mut sel = selected(st, f).peekable();
     let mut last = None;
     let page = sel.by_ref().take(PAGE).inspect(|j| last = Some(j.row.id));
-    let rows = QueueRows::new(st.queue_rows(page, now));
+    let rows = QueueRows::new(st.queue_rows(page, now, f.arrays));
     let next = sel.peek().and(last);
     Response::QueueRows(flex_proto::RowsPage { rows, next })
 }
@@ -31,17 +31,33 @@ pub(crate) const PAGE: usize = 4096;
 fn selected<'a>(st: &'a State, f: &'a QueueFilter) -> impl Iterator<Item = &'a Job> + 'a {
     st.jobs_after(f.after).filter(|j| {
         let r = &j.row;
+        let array = r.q.array.map(|a| a.job);
         (f.users.is_empty()
             || f.users
                 .iter()
                 .any(|u| *u == r.user || u.parse::<u32>() == Ok(r.uid)))
             && (f.states.is_empty() || f.states.contains(&r.state))
-            && (f.jobs.is_empty() || f.jobs.contains(&r.id))
+            && (f.jobs.is_empty()
+                || f.jobs.contains(&r.id)
+                || array.is_some_and(|a| f.jobs.contains(&a)))
             && (!r.state.is_finished()
                 || f.include_finished
                 || f.jobs.contains(&r.id)
+                || array.is_some_and(|a| f.jobs.contains(&a))
                 || f.states.contains(&r.state))
+            && !(f.arrays == Some(ArrayRows::Collapse) && collapsed_away(st, j))
     })
+}
+
+/// A pending array task shown in its array's one row, which sits at the array's first
+/// pending task.
+fn collapsed_away(st: &State, j: &Job) -> bool {
+    j.row.state == JobState::Pending
+        && j.row.q.array.is_some()
+        && st
+            .group(group_id(j))
+            .and_then(|g| g.first_pending())
+            .is_some_and(|first| first != j.row.id)
 }
 
 /// The request for the page after `page`, when `page` is one of a listing that goes on.

@@ -8,7 +8,7 @@ use crate::server::Shared;
 use crate::state::priority;
 use crate::state::State;
 use crate::store::NewJob;
-use flex_proto::{ErrorKind, JobSpec, Response};
+use flex_proto::{DepTerm, ErrorKind, JobSpec, Response};
 use flex_sched::{JobKind, Model, PendingJob};
 use gres_plugin::JobId;
 
@@ -23,7 +23,7 @@ pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now:
         Err(r) => return r,
     };
     // Kept to give its resources back if the commit fails.
-    let (uid, start) = (job.uid, job.start.clone());
+    let (uid, start, tasks) = (job.uid, job.start.clone(), task_count(&job.spec));
     match shared.writer.submit(job).await {
         Ok(Ok((id, job))) => {
             tracing::debug!("job {id}: submitted by {} (uid {})", peer.user, peer.uid);
@@ -35,7 +35,7 @@ pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now:
                 Ok(Err(e)) => e,
                 _ => "the database writer has stopped".into(),
             };
-            shared.with_core(|c| c.state.abandon_submission(uid, start.as_ref()));
+            shared.with_core(|c| c.state.abandon_submission(uid, tasks, start.as_ref()));
             Response::error(ErrorKind::Internal, format!("cannot store the job: {e}"))
         }
     }
@@ -109,6 +109,21 @@ pub(crate) fn validate(
     if spec.name.is_empty() {
         spec.name = "job".into();
     }
+    let max_name = s.limits.max_name_bytes as usize;
+    for (what, text) in [
+        ("job name", Some(&spec.name)),
+        ("account", spec.account.as_ref()),
+    ] {
+        if let Some(t) = text.filter(|t| t.len() > max_name) {
+            return Err(err(
+                ErrorKind::LimitExceeded,
+                format!(
+                    "the {what} is {} bytes, more than max_name_bytes = {max_name}",
+                    t.len()
+                ),
+            ));
+        }
+    }
     let r = &mut spec.request;
     if r.time_limit_s == 0 {
         r.time_limit_s = s.default_time_limit.as_secs().max(1);
@@ -157,43 +172,47 @@ pub(crate) fn prepare_submit(
     now: u64,
 ) -> Result<NewJob, Response> {
     let spec = validate(s, st, peer, spec)?;
+    check_queueing(s, st, &spec)?;
+    let tasks = task_count(&spec);
     let max = s.limits.max_queued_per_user;
     let have = st.queued_by(peer.uid);
-    if have >= max {
+    if u64::from(have) + u64::from(tasks) > u64::from(max) {
         return Err(err(
             ErrorKind::LimitExceeded,
             format!(
-                "{} already has {have} jobs pending or running (max_queued_per_user = {max})",
+                "{} already has {have} jobs pending or running, and this submission adds \
+                 {tasks} (max_queued_per_user = {max})",
                 peer.user
             ),
         ));
     }
-    let (spec, limited) = check_qos(s, st, peer, spec)?;
-    st.begin_submission(peer.uid);
-    // A job a limit may hold back goes through a pass, where limits are decided.
-    let start = match limited {
-        false => st.start_now(s, &spec.request, now),
-        true => None,
-    };
+    let (spec, limited) = check_qos(s, st, peer, spec, tasks)?;
+    st.begin_submission(peer.uid, tasks);
+    // A job a limit may hold back goes through a pass, where limits are decided; so does one
+    // that waits for eligibility (an array, a dependency, a hold).
+    let q = &spec.queue;
+    let plain = q.array.is_none() && q.dependency.is_none() && !q.hold && !limited;
+    let start = plain.then(|| st.start_now(s, &spec.request, now)).flatten();
     Ok(NewJob {
         account: spec.account.clone().unwrap_or_default(),
         uid: peer.uid,
         gid: peer.gid,
         user: peer.user.clone(),
-        priority: -i64::from(spec.nice),
+        priority: 0,
         spec,
         submit_time: now,
         start,
     })
 }
 
-/// The job's QOS (named in the spec from here on), its nice and its submit limit; whether a
-/// running limit (of its QOS or its account) may hold it back.
+/// The job's QOS (named in the spec from here on), its nice and its submit limit (every task
+/// of an array counts); whether a running limit (of its QOS or its account) may hold it back.
 fn check_qos(
     s: &Settings,
     st: &State,
     peer: &Peer,
     mut spec: JobSpec,
+    tasks: u32,
 ) -> Result<(JobSpec, bool), Response> {
     let cfg = &s.priority;
     if spec.nice < 0 && peer.uid != 0 {
@@ -206,12 +225,13 @@ fn check_qos(
         .qos_for(spec.qos.as_deref(), &peer.user, spec.request.time_limit_s)
         .map_err(|m| err(ErrorKind::InvalidRequest, m))?;
     let max = q.max_submit_jobs_per_user;
-    if max > 0 && priority::queued_in_qos(cfg, st, peer.uid, name) >= max {
+    let queued = priority::queued_in_qos(cfg, st, peer.uid, name);
+    if max > 0 && u64::from(queued) + u64::from(tasks) > u64::from(max) {
         return Err(err(
             ErrorKind::LimitExceeded,
             format!(
-                "{} already has {max} jobs in qos {name} (max_submit_jobs_per_user; \
-                 QOSMaxSubmitJobPerUserLimit)",
+                "{} already has {queued} jobs in qos {name}, and this submission adds {tasks} \
+                 (max_submit_jobs_per_user = {max}; QOSMaxSubmitJobPerUserLimit)",
                 peer.user
             ),
         ));
@@ -224,4 +244,43 @@ fn check_qos(
             .is_some_and(|a| cfg.account_limits.contains_key(a));
     spec.qos = Some(name.to_string());
     Ok((spec, limited))
+}
+
+/// How many jobs a submission makes (the tasks of an array; checked against
+/// `max_array_size` before).
+fn task_count(spec: &JobSpec) -> u32 {
+    spec.queue
+        .array
+        .as_ref()
+        .map_or(1, |a| a.indices().len() as u32)
+}
+
+/// An array within `max_array_size`, a dependency on jobs flexd knows.
+fn check_queueing(s: &Settings, st: &State, spec: &JobSpec) -> Result<(), Response> {
+    if let Some(a) = &spec.queue.array {
+        let max = u64::from(s.limits.max_array_size);
+        // The ranges' sum first (overlaps count twice): it bounds the work of listing them.
+        let n = match a.count() {
+            n if n <= max => n,
+            n if n <= 16 * max => a.indices().len() as u64,
+            n => n,
+        };
+        if n > max {
+            return Err(err(
+                ErrorKind::LimitExceeded,
+                format!("--array={a} has {n} tasks, more than max_array_size = {max}"),
+            ));
+        }
+    }
+    for t in spec.queue.dependency.iter().flat_map(|d| &d.terms) {
+        if let DepTerm::On { job, .. } = t {
+            if st.resolve(job).is_empty() {
+                return Err(err(
+                    ErrorKind::InvalidRequest,
+                    format!("--dependency: job {job} is unknown"),
+                ));
+            }
+        }
+    }
+    Ok(())
 }

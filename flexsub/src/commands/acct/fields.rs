@@ -4,6 +4,7 @@
 use crate::error::Error;
 use crate::usage;
 use crate::when;
+use flex_proto::text::escape_controls;
 use flex_proto::AcctRecord;
 use gres_plugin::topology::format_cpu_list;
 use jiff::tz::TimeZone;
@@ -98,7 +99,9 @@ macro_rules! field {
 
 /// Every field, in --helpformat's order.
 pub static FIELDS: &[Field] = &[
-    field!("JobID", 12, "job id", |r, _| r.id.to_string()),
+    field!("JobID", 12, "job id", |r, _| r
+        .array
+        .map_or_else(|| r.id.to_string(), |a| a.to_string())),
     field!("JobName", 10, "job name", |r, _| r.name.clone()),
     field!("User", 9, "user name", |r, _| r.user.clone()),
     field!("UID", 6, "user id", |r, _| r.uid.to_string()),
@@ -122,6 +125,12 @@ pub static FIELDS: &[Field] = &[
         r.exit_code.unwrap_or(0),
         r.signal.unwrap_or(0)
     )),
+    field!(
+        "Restarts",
+        8,
+        "times it was requeued (flexcontrol requeue; its latest run is shown)",
+        |r, _| r.restarts.to_string()
+    ),
     field!("Reason", 20, "why it failed or was not run", |r, _| r
         .reason
         .clone()
@@ -290,7 +299,11 @@ pub fn render(
 ) -> Result<String, Error> {
     let rows: Vec<Vec<String>> = recs
         .iter()
-        .map(|r| cols.iter().map(|c| (c.field.value)(r, ctx)).collect())
+        .map(|r| {
+            cols.iter()
+                .map(|c| escape_controls(&(c.field.value)(r, ctx)).into_owned())
+                .collect()
+        })
         .collect();
     let names = cols.iter().map(|c| c.field.name.to_string());
     match style {

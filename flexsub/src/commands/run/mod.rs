@@ -9,7 +9,12 @@
 //! ranks' groups. flexrun exits with the status of the first rank to fail; the other ranks then
 //! get SIGTERM after a grace period and SIGKILL [`KILL_AFTER`] later.
 
+mod srun;
+mod torchrun;
 mod watchdog;
+
+pub use srun::srun_args;
+pub use torchrun::torchrun_args;
 
 use crate::error::{exit, Error};
 use clap::Parser;
@@ -49,6 +54,9 @@ pub struct Args {
     /// Seconds the other ranks keep running after one fails, before they get SIGTERM.
     #[arg(long, value_name = "SECONDS", default_value_t = 5)]
     pub grace: u64,
+    /// Each rank told it is alone on its node (LOCAL_RANK 0): torchrun's personality.
+    #[arg(skip)]
+    pub ranks_as_nodes: bool,
     /// The program and its arguments.
     #[arg(
         required = true,
@@ -120,6 +128,13 @@ fn spawn_rank(
     cmd.args(&a.command[1..])
         .envs(rank_env(plan, r, ld.as_deref()))
         .process_group(0);
+    if a.ranks_as_nodes {
+        cmd.envs([
+            ("LOCAL_RANK", "0"),
+            ("LOCAL_WORLD_SIZE", "1"),
+            ("SLURM_LOCALID", "0"),
+        ]);
+    }
     let stdin_is_file = r == 0 && !std::io::stdin().is_terminal();
     cmd.stdin(if stdin_is_file {
         Stdio::inherit()
@@ -160,8 +175,31 @@ fn spawn_rank(
 
 /// Run the ranks to the end; returns flexrun's exit code.
 pub fn run(a: &Args) -> Result<i32, Error> {
+    let (plan, n) = plan_ranks(a)?;
+    // Forked while flexrun is still single-threaded.
+    let mut watchdog = start_watchdog();
+    let live: Live = Arc::new(Mutex::new(vec![None; n]));
+    // Set once a terminating signal was passed on: rank deaths are then expected.
+    let terminating = Arc::new(AtomicBool::new(false));
+    // Registered before any rank starts, so no signal falls between the cracks.
+    let (handle, forwarder) = forward_signals(&live, &terminating)?;
+    let ranks = start_ranks(a, &plan, &live, watchdog.as_mut());
+    let first_failure = reap(a, &ranks, &live, &terminating);
+    handle.close();
+    let _ = forwarder.join();
+    ranks.pumps.drain();
+    // Closing the pipe lets the watchdog clear the ranks' groups of what they left behind.
+    drop(watchdog);
+    if let Some(e) = ranks.spawn_error {
+        return Err(e);
+    }
+    Ok(first_failure.unwrap_or(exit::OK))
+}
+
+/// The job's plan cut to the ranks that run (`-n`), so `run` starts from how many there are.
+fn plan_ranks(a: &Args) -> Result<(gres_plugin::env::RankPlan, usize), Error> {
     // A Flex job's plan, or inside a Slurm allocation Slurm's (gres_plugin::slurm::step).
-    let plan =
+    let mut plan =
         gres_plugin::slurm::step::flexrun_plan(&|k| std::env::var(k).ok()).map_err(Error::Input)?;
     let n = match a.ntasks {
         Some(n) if n as usize > plan.uuids.len() => {
@@ -173,42 +211,112 @@ pub fn run(a: &Args) -> Result<i32, Error> {
         Some(n) => n as usize,
         None => plan.uuids.len(),
     };
-    // Forked while flexrun is still single-threaded.
-    let mut watchdog = match watchdog::Watchdog::start() {
+    // Fewer ranks than leaves: the world is the ranks that run (WORLD_SIZE = n).
+    plan.uuids.truncate(n);
+    plan.cores.truncate(n);
+    Ok((plan, n))
+}
+
+/// The cleanup watchdog, or a warning: flexrun still runs its ranks without one.
+fn start_watchdog() -> Option<watchdog::Watchdog> {
+    match watchdog::Watchdog::start() {
         Ok(w) => Some(w),
         Err(e) => {
             eprintln!("flexrun: warning: no cleanup watchdog ({e}): a rank's children may outlive a killed flexrun");
             None
         }
-    };
-    // Registered before any rank starts, so no signal falls between the cracks.
+    }
+}
+
+/// Pass the [`FORWARDED`] signals on to every live rank's group from a thread of their own;
+/// returns the handle that stops it and the thread to join.
+fn forward_signals(
+    live: &Live,
+    terminating: &Arc<AtomicBool>,
+) -> Result<(signal_hook::iterator::Handle, thread::JoinHandle<()>), Error> {
     let mut signals =
         Signals::new(FORWARDED).map_err(|e| Error::Input(format!("cannot handle signals: {e}")))?;
     let handle = signals.handle();
-    let live: Live = Arc::new(Mutex::new(vec![None; n]));
-    // Set once a terminating signal was passed on: rank deaths are then expected.
-    let terminating = Arc::new(AtomicBool::new(false));
-    let forwarder = {
-        let live = live.clone();
-        let terminating = terminating.clone();
-        thread::spawn(move || {
-            for sig in signals.forever() {
-                if [SIGTERM, SIGINT, SIGHUP].contains(&sig) {
-                    terminating.store(true, Ordering::SeqCst);
-                }
-                signal_all(&live, sig);
+    let live = live.clone();
+    let terminating = terminating.clone();
+    let forwarder = thread::spawn(move || {
+        for sig in signals.forever() {
+            if [SIGTERM, SIGINT, SIGHUP].contains(&sig) {
+                terminating.store(true, Ordering::SeqCst);
             }
-        })
-    };
+            signal_all(&live, sig);
+        }
+    });
+    Ok((handle, forwarder))
+}
+
+/// The ranks once started, for the reaping loop and the output drain.
+struct Ranks {
+    /// How many started (all of them unless one failed to spawn).
+    started: usize,
+    /// Each rank's exit status as its waiting thread sees it.
+    exits: mpsc::Receiver<(usize, ExitStatus)>,
+    pumps: Pumps,
+    /// Why a rank could not be started; the ranks after it were not.
+    spawn_error: Option<Error>,
+}
+
+/// The threads copying labelled ranks' output, counted so flexrun waits for them, briefly.
+struct Pumps {
+    done_tx: mpsc::Sender<()>,
+    done_rx: mpsc::Receiver<()>,
+    count: usize,
+}
+
+impl Pumps {
+    /// Copy a rank's output to `dst` in a thread, each line prefixed with the rank.
+    fn spawn(&mut self, src: impl Read + Send + 'static, r: usize, dst: fn() -> Box<dyn Write>) {
+        let done = self.done_tx.clone();
+        self.count += 1;
+        thread::spawn(move || {
+            pump(src, format!("{r}: "), dst);
+            let _ = done.send(());
+        });
+    }
+
+    /// Wait up to a second for the pumps to finish.
+    fn drain(self) {
+        // A rank's background children may hold its output open; do not wait on them for long.
+        drop(self.done_tx);
+        let until = Instant::now() + Duration::from_secs(1);
+        for _ in 0..self.count {
+            if self
+                .done_rx
+                .recv_timeout(until.saturating_duration_since(Instant::now()))
+                .is_err()
+            {
+                break;
+            }
+        }
+    }
+}
+
+/// Start one rank per entry of `plan`, each watched by a thread, stopping at the first that
+/// cannot be spawned.
+fn start_ranks(
+    a: &Args,
+    plan: &gres_plugin::env::RankPlan,
+    live: &Live,
+    mut watchdog: Option<&mut watchdog::Watchdog>,
+) -> Ranks {
     let online = online_cores();
     let parent = nix::unistd::getpid();
-    let (tx, rx) = mpsc::channel::<(usize, ExitStatus)>();
-    let (pump_tx, pump_rx) = mpsc::channel::<()>();
-    let mut pumps = 0;
+    let (tx, exits) = mpsc::channel::<(usize, ExitStatus)>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let mut pumps = Pumps {
+        done_tx,
+        done_rx,
+        count: 0,
+    };
     let mut started = 0;
     let mut spawn_error = None;
-    for r in 0..n {
-        let mut child = match spawn_rank(a, &plan, r, &online, parent) {
+    for r in 0..plan.uuids.len() {
+        let mut child = match spawn_rank(a, plan, r, &online, parent) {
             Ok(c) => c,
             Err(e) => {
                 spawn_error = Some(e);
@@ -216,24 +324,14 @@ pub fn run(a: &Args) -> Result<i32, Error> {
             }
         };
         live.lock().expect("rank list lock")[r] = Some(child.id() as i32);
-        if let Some(w) = watchdog.as_mut() {
+        if let Some(w) = watchdog.as_deref_mut() {
             w.guard(child.id() as i32);
         }
         if let Some(out) = child.stdout.take() {
-            let done = pump_tx.clone();
-            pumps += 1;
-            thread::spawn(move || {
-                pump(out, format!("{r}: "), || Box::new(std::io::stdout().lock()));
-                let _ = done.send(());
-            });
+            pumps.spawn(out, r, || Box::new(std::io::stdout().lock()));
         }
         if let Some(err) = child.stderr.take() {
-            let done = pump_tx.clone();
-            pumps += 1;
-            thread::spawn(move || {
-                pump(err, format!("{r}: "), || Box::new(std::io::stderr().lock()));
-                let _ = done.send(());
-            });
+            pumps.spawn(err, r, || Box::new(std::io::stderr().lock()));
         }
         let tx = tx.clone();
         thread::spawn(move || {
@@ -243,29 +341,44 @@ pub fn run(a: &Args) -> Result<i32, Error> {
         });
         started += 1;
     }
-    drop(tx);
+    Ranks {
+        started,
+        exits,
+        pumps,
+        spawn_error,
+    }
+}
+
+/// Wait for every started rank; after the first failure the others get SIGTERM once the grace
+/// is over and SIGKILL [`KILL_AFTER`] later. Returns the first failed rank's status code.
+fn reap(a: &Args, ranks: &Ranks, live: &Live, terminating: &AtomicBool) -> Option<i32> {
+    let started = ranks.started;
     let mut first_failure = None;
     let mut term_at = None;
     let mut kill_at = None;
-    if spawn_error.is_some() {
-        signal_all(&live, SIGTERM);
+    if ranks.spawn_error.is_some() {
+        signal_all(live, SIGTERM);
         kill_at = Some(Instant::now() + KILL_AFTER);
     }
     let mut reaped = 0;
     while reaped < started {
         let deadline = kill_at.or(term_at);
         let msg = match deadline {
-            Some(d) => rx.recv_timeout(d.saturating_duration_since(Instant::now())),
-            None => rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+            Some(d) => ranks
+                .exits
+                .recv_timeout(d.saturating_duration_since(Instant::now())),
+            None => ranks
+                .exits
+                .recv()
+                .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
         };
         match msg {
             Ok((r, status)) => {
                 reaped += 1;
                 live.lock().expect("rank list lock")[r] = None;
                 if !status.success() && first_failure.is_none() {
-                    let code = status_code(status);
-                    first_failure = Some(code);
-                    let quiet = terminating.load(Ordering::SeqCst) || spawn_error.is_some();
+                    first_failure = Some(status_code(status));
+                    let quiet = terminating.load(Ordering::SeqCst) || ranks.spawn_error.is_some();
                     if reaped < started && !quiet {
                         eprintln!(
                             "flexrun: rank {r} failed ({}); the other ranks get SIGTERM in {} s",
@@ -284,31 +397,13 @@ pub fn run(a: &Args) -> Result<i32, Error> {
                 } else {
                     libc::SIGKILL
                 };
-                signal_all(&live, sig);
+                signal_all(live, sig);
                 kill_at = Some(Instant::now() + KILL_AFTER);
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    handle.close();
-    let _ = forwarder.join();
-    // A rank's background children may hold its output open; do not wait on them for long.
-    drop(pump_tx);
-    let until = Instant::now() + Duration::from_secs(1);
-    for _ in 0..pumps {
-        if pump_rx
-            .recv_timeout(until.saturating_duration_since(Instant::now()))
-            .is_err()
-        {
-            break;
-        }
-    }
-    // Closing the pipe lets the watchdog clear the ranks' groups of what they left behind.
-    drop(watchdog);
-    if let Some(e) = spawn_error {
-        return Err(e);
-    }
-    Ok(first_failure.unwrap_or(exit::OK))
+    first_failure
 }
 
 fn describe(s: ExitStatus) -> String {

@@ -1,0 +1,125 @@
+//! Job arrays in the real flexd: how long one submission of a 10,000-task array takes to be
+//! acknowledged (all tasks committed in one transaction), and how long a scheduling pass takes
+//! with 100,000 pending tasks of one array behind a job that holds every leaf (flexd's own
+//! pass histogram, read from its metrics endpoint, over the passes of a few seconds).
+//!
+//! `cargo bench -p flexd --bench arrays`; FLEX_ARRAY_TASKS (default 10000) and
+//! FLEX_ARRAY_PENDING (default 100000) change the sizes.
+
+mod common;
+use common::{connect, env_usize, percentile, start_daemon_with};
+use flex_proto::{self as proto, ArraySpec, JobSpec, QueueOptions, Request, Response};
+use gres_plugin::Request as ResourceRequest;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn call(s: &mut UnixStream, req: &Request) -> Response {
+    proto::write_frame(s, req).unwrap();
+    proto::read_frame(s, usize::MAX).unwrap()
+}
+
+fn spec(workdir: &Path, leaves: u32, array: Option<&str>) -> JobSpec {
+    JobSpec {
+        name: "bench".into(),
+        script: "#!/bin/sh\nsleep 3600\n".into(),
+        args: vec![],
+        workdir: workdir.to_path_buf(),
+        submit_dir: workdir.to_path_buf(),
+        env: vec![("PATH".to_string(), "/usr/bin:/bin".to_string())].into(),
+        stdout: Some("/dev/null".into()),
+        stderr: None,
+        request: ResourceRequest::leaves(leaves, 3600),
+        account: None,
+        queue: Box::new(QueueOptions {
+            array: array.map(|a| ArraySpec::parse(a).unwrap()),
+            ..QueueOptions::default()
+        }),
+        umask: None,
+        signal: None,
+        qos: None,
+        nice: 0,
+    }
+}
+
+/// The pass histogram's (sum in seconds, count) from flexd's metrics endpoint.
+fn passes(addr: &str) -> (f64, u64) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    let value = |name: &str| {
+        body.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (
+        value("flex_sched_pass_seconds_sum "),
+        value("flex_sched_pass_seconds_count ") as u64,
+    )
+}
+
+fn main() {
+    let tasks = env_usize("FLEX_ARRAY_TASKS", 10_000);
+    let pending = env_usize("FLEX_ARRAY_PENDING", 100_000);
+    let port = 20_000 + std::process::id() % 20_000;
+    let addr = format!("127.0.0.1:{port}");
+    let d = start_daemon_with(&format!("metrics_listen = \"{addr}\"\n"));
+    let mut c = connect(&d.socket).unwrap();
+    let work = d.dir.path();
+    // Every leaf busy: the arrays stay pending.
+    assert!(matches!(
+        call(&mut c, &Request::Submit(spec(work, 14, None))),
+        Response::Submitted(_)
+    ));
+    let mut took = Vec::new();
+    for _ in 0..5 {
+        let t0 = Instant::now();
+        let r = call(
+            &mut c,
+            &Request::Submit(spec(work, 1, Some(&format!("0-{}", tasks - 1)))),
+        );
+        took.push(t0.elapsed().as_secs_f64() * 1e3);
+        assert!(matches!(r, Response::Submitted(_)), "{r:?}");
+    }
+    took.sort_by(f64::total_cmp);
+    println!(
+        "submit one {tasks}-task array (acknowledged once committed): median {:.1} ms, \
+         min {:.1} ms, max {:.1} ms (5 runs)",
+        percentile(&took, 0.5),
+        took[0],
+        took[4]
+    );
+    report_passes(&addr, 5 * tasks, 5);
+    // One array of `pending` tasks besides (5 × tasks already wait).
+    let t0 = Instant::now();
+    let r = call(
+        &mut c,
+        &Request::Submit(spec(work, 1, Some(&format!("0-{}", pending - 1)))),
+    );
+    assert!(matches!(r, Response::Submitted(_)), "{r:?}");
+    println!(
+        "submit one {pending}-task array: {:.1} ms",
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    report_passes(&addr, 5 * tasks + pending, 6);
+}
+
+/// flexd's mean pass time over 6 s, once the last submission has been seen by a pass.
+fn report_passes(addr: &str, pending: usize, arrays: usize) {
+    std::thread::sleep(Duration::from_secs(2));
+    let (s0, n0) = passes(addr);
+    std::thread::sleep(Duration::from_secs(6));
+    let (s1, n1) = passes(addr);
+    let n = n1 - n0;
+    println!(
+        "scheduling pass with {pending} pending tasks ({arrays} arrays): {n} passes in 6 s, \
+         mean {:.3} ms",
+        if n == 0 {
+            0.0
+        } else {
+            (s1 - s0) / n as f64 * 1e3
+        }
+    );
+}

@@ -1,0 +1,224 @@
+//! Arrays, dependencies, holds and requeues in the state, without a socket or a database: what
+//! enters the core's queue, what the outbox says, what flexq would show.
+
+use super::{Effect, Outcome, Signaller, State};
+use crate::config::Settings;
+use crate::exec::affinity::CpuMap;
+use crate::server::handlers::{submit, Peer};
+use crate::store::writer::Op;
+use flex_proto::{ArraySpec, Dependency, JobSpec, JobState, QueueOptions};
+use flex_sched::{Cluster, ClusterConfig};
+use gres_plugin::{JobId, Request as ResourceRequest};
+use std::sync::{Arc, Mutex};
+
+const NOW: u64 = 1_000_000;
+
+struct Recorded(Arc<Mutex<Vec<String>>>);
+
+impl Signaller for Recorded {
+    fn supervisor(&self, pid: u32, signal: i32) -> Result<(), String> {
+        self.0.lock().unwrap().push(format!("{pid} {signal}"));
+        Ok(())
+    }
+    fn job_group(&self, _: JobId, _: i32) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+fn state() -> (State, Arc<Mutex<Vec<String>>>) {
+    let host = gres_plugin::probe::discover_file(std::path::Path::new("a100-40gb-x2.toml"))
+        .unwrap()
+        .host;
+    let cores: Vec<u32> = host.cores.iter().map(|c| c.id.0).collect();
+    let (cpus, _) = CpuMap::new(&cores, cores.clone());
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let cluster = Cluster::new(vec![host], ClusterConfig::default());
+    let st = State::new(cluster, cpus, Box::new(Recorded(sent.clone())), 0);
+    (st, sent)
+}
+
+fn ana() -> Peer {
+    Peer {
+        uid: 1000,
+        gid: 1000,
+        pid: None,
+        user: "ana".into(),
+    }
+}
+
+fn spec(leaves: u32, queue: QueueOptions) -> JobSpec {
+    JobSpec {
+        name: "j".into(),
+        script: "true".into(),
+        args: vec![],
+        workdir: "/".into(),
+        submit_dir: "/".into(),
+        env: vec![].into(),
+        stdout: None,
+        stderr: None,
+        request: ResourceRequest::leaves(leaves, 600),
+        account: None,
+        queue: Box::new(queue),
+        umask: None,
+        signal: None,
+        qos: None,
+        nice: 0,
+    }
+}
+
+/// Submit as ana and commit at once with id `id`.
+fn add(s: &Settings, st: &mut State, id: u64, leaves: u32, q: QueueOptions) -> JobId {
+    let nj = submit::prepare_submit(s, st, &ana(), spec(leaves, q), NOW).unwrap();
+    st.add_submitted(s, JobId(id), nj);
+    JobId(id)
+}
+
+fn array(a: &str) -> QueueOptions {
+    QueueOptions {
+        array: Some(ArraySpec::parse(a).unwrap()),
+        ..QueueOptions::default()
+    }
+}
+
+fn after(d: &str) -> QueueOptions {
+    QueueOptions {
+        dependency: Some(Dependency::parse(d).unwrap()),
+        ..QueueOptions::default()
+    }
+}
+
+fn end(st: &mut State, id: JobId, state: JobState) {
+    let o = Outcome {
+        state,
+        exit_code: Some(i32::from(state != JobState::Completed)),
+        signal: None,
+        time: NOW + 1,
+        note: None,
+    };
+    assert!(st.finish(id, o));
+}
+
+fn state_of(st: &State, id: JobId) -> (JobState, Option<String>) {
+    let v = st.view(st.job(id).unwrap());
+    (v.state, v.reason)
+}
+
+#[test]
+fn an_array_is_a_few_queue_entries_and_keeps_to_its_throttle() {
+    let s = Settings::defaults();
+    let (mut st, _) = state();
+    // 1,000 tasks of a whole host (14 leaves): at most one runs, so two enter the queue.
+    add(&s, &mut st, 1, 14, array("0-999"));
+    assert_eq!(st.pending_count(), 2);
+    assert_eq!(st.schedule(&s, NOW), 1);
+    assert_eq!(
+        st.pending_count(),
+        2,
+        "the next task took the started one's place"
+    );
+    let (mut st, _) = state();
+    let first = add(&s, &mut st, 1, 1, array("0-99%3"));
+    assert_eq!(st.schedule(&s, NOW), 3);
+    assert_eq!(st.schedule(&s, NOW), 0, "the throttle holds the rest back");
+    assert_eq!(
+        state_of(&st, JobId(50)).1.as_deref(),
+        Some("JobArrayTaskLimit")
+    );
+    end(&mut st, first, JobState::Completed);
+    assert_eq!(st.schedule(&s, NOW), 1);
+    assert_eq!(st.running_jobs().count(), 3);
+}
+
+#[test]
+fn dependencies_decide_eligibility_before_the_pass() {
+    let mut s = Settings::defaults();
+    let (mut st, _) = state();
+    let a = add(&s, &mut st, 1, 14, QueueOptions::default());
+    let b = add(&s, &mut st, 2, 1, after("afterok:1"));
+    let c = add(&s, &mut st, 3, 1, after("afterany:1?afterok:2"));
+    assert_eq!(st.schedule(&s, NOW), 0, "a started with its submission");
+    assert_eq!(state_of(&st, b).1.as_deref(), Some("Dependency"));
+    end(&mut st, a, JobState::Completed);
+    assert_eq!(st.schedule(&s, NOW), 2, "b and c");
+    // A failed dependee: never, and what waits on that job never either.
+    let d = add(&s, &mut st, 4, 14, QueueOptions::default());
+    let e = add(&s, &mut st, 5, 1, after("afterok:4"));
+    let f = add(&s, &mut st, 6, 1, after("afterok:5"));
+    st.schedule(&s, NOW);
+    st.schedule(&s, NOW);
+    end(&mut st, b, JobState::Completed);
+    end(&mut st, c, JobState::Completed);
+    st.schedule(&s, NOW);
+    end(&mut st, d, JobState::Failed);
+    st.schedule(&s, NOW);
+    let never = Some("DependencyNeverSatisfied".to_string());
+    assert_eq!(state_of(&st, e), (JobState::Pending, never.clone()));
+    assert_eq!(state_of(&st, f), (JobState::Pending, never));
+    // With kill_invalid_depend they are cancelled, and say why.
+    s.kill_invalid_depend = true;
+    st.schedule(&s, NOW);
+    let g = add(&s, &mut st, 7, 1, after("afternotok:1"));
+    st.schedule(&s, NOW);
+    let (state, why) = state_of(&st, g);
+    assert_eq!(state, JobState::Cancelled);
+    assert!(why
+        .unwrap()
+        .starts_with("DependencyNeverSatisfied: job 1 completed"));
+}
+
+#[test]
+fn holds_and_requeues_keep_the_job_and_its_count() {
+    let s = Settings::defaults();
+    let (mut st, sent) = state();
+    let held = QueueOptions {
+        hold: true,
+        ..QueueOptions::default()
+    };
+    let a = add(&s, &mut st, 1, 1, held);
+    assert_eq!(st.schedule(&s, NOW), 0);
+    assert_eq!(state_of(&st, a).1.as_deref(), Some("JobHeldUser"));
+    st.set_hold(a, true, true).unwrap();
+    let e = st.set_hold(a, false, false).unwrap_err();
+    assert!(e.contains("job 1") && e.contains("only root"), "{e}");
+    st.set_hold(a, false, true).unwrap();
+    assert_eq!(st.schedule(&s, NOW), 1);
+    // Requeue a running job: its supervisor is told, its end puts it back.
+    st.launched(a, 4242, 1);
+    st.take_outbox();
+    st.requeue(a, false, NOW).unwrap();
+    assert_eq!(sent.lock().unwrap().last().unwrap(), "4242 15");
+    end(&mut st, a, JobState::Cancelled);
+    let out = st.take_outbox();
+    assert!(out.iter().any(|e| matches!(e,
+        Effect::Write(Op::Requeue { job, from: JobState::Cancelled, .. }) if *job == a)));
+    let v = st.view(st.job(a).unwrap());
+    assert_eq!((v.state, v.restarts), (JobState::Pending, 1));
+    assert_eq!(st.queued_by(1000), 1);
+    assert_eq!(st.schedule(&s, NOW), 1, "it runs again");
+}
+
+#[test]
+fn aftercorr_lets_each_task_follow_its_own() {
+    let s = Settings::defaults();
+    let (mut st, _) = state();
+    // A: tasks 1, 2, 3 (indexes 0-2), a whole host each, so they run one at a time.
+    add(&s, &mut st, 1, 14, array("0-2"));
+    st.schedule(&s, NOW);
+    let b = QueueOptions {
+        dependency: Some(Dependency::parse("aftercorr:1").unwrap()),
+        ..array("0-2")
+    };
+    add(&s, &mut st, 4, 1, b);
+    st.schedule(&s, NOW);
+    let reason = |st: &State, id: u64| state_of(st, JobId(id)).1;
+    assert_eq!(reason(&st, 4).as_deref(), Some("Dependency"));
+    end(&mut st, JobId(1), JobState::Completed);
+    st.schedule(&s, NOW);
+    // B_0 may start (it is in the core's queue, behind A_1), B_1 still waits for A_1.
+    assert!(st.pending.contains(JobId(4)) && !st.pending.contains(JobId(5)));
+    assert_eq!(reason(&st, 5).as_deref(), Some("Dependency"));
+    end(&mut st, JobId(2), JobState::Failed);
+    st.schedule(&s, NOW);
+    assert_eq!(reason(&st, 5).as_deref(), Some("DependencyNeverSatisfied"));
+    assert_eq!(reason(&st, 6).as_deref(), Some("Dependency"));
+}

@@ -1,0 +1,143 @@
+//! The state as people see it: a job in full (flexq --json, flexcontrol show job) and flexq's
+//! rows, each pending job with why it waits (the last pass's reason, or what holds it back
+//! before the pass) and array tasks as `12_3` or, pending, `12_[4-15%2]`.
+
+use super::{group_id, Job, State};
+use crate::store::{JobRow, StoredAlloc};
+use flex_proto::{units_text, ArrayRows, JobState, JobView, QueueRow};
+use flex_sched as sched;
+use std::borrow::Cow;
+
+impl State {
+    /// What the last pass said about a pending job.
+    fn waiting(&self, r: &JobRow) -> Option<&sched::Pending> {
+        if r.state != JobState::Pending {
+            return None;
+        }
+        let i = self.waiting.binary_search_by_key(&r.id, |p| p.job).ok()?;
+        Some(&self.waiting[i])
+    }
+
+    /// A job in full (flexq --json); a pending job with what the last pass said about it.
+    pub(crate) fn view(&self, j: &Job) -> JobView {
+        let r = &j.row;
+        let waiting = self.waiting(r);
+        JobView {
+            id: r.id,
+            name: r.name.clone(),
+            user: r.user.clone(),
+            uid: r.uid,
+            account: r.account.clone(),
+            state: r.state,
+            submit_time: r.submit_time,
+            start_time: r.start_time,
+            end_time: r.end_time,
+            request: r.request.clone(),
+            alloc: r.alloc.as_deref().map(StoredAlloc::view),
+            reason: match (self.held_back(j), waiting) {
+                (Some(h), _) => Some(h.to_string()),
+                (None, Some(w)) => Some(w.reason.to_string()),
+                (None, None) => r.reason.clone(),
+            },
+            estimated_start: waiting.and_then(|w| w.estimated_start),
+            exit_code: r.exit_code,
+            signal: r.signal,
+            array: r.q.array,
+            dependency: r.q.dependency.clone(),
+            restarts: r.q.restarts,
+            requeue: r.q.requeue,
+            priority: match r.state {
+                JobState::Pending => self.priority_of(r),
+                _ => r.priority,
+            },
+            nice: r.q.nice,
+            qos: r.qos.clone(),
+        }
+    }
+
+    /// Jobs as flexq's table shows them; `jobs` in increasing id order, so that what the last
+    /// pass said about them is found by walking alongside. With `arrays`, tasks show as
+    /// `12_3`, and with [`ArrayRows::Collapse`] the pending tasks of an array as one row at
+    /// its first pending task (the caller leaves the others out).
+    pub(crate) fn queue_rows<'a>(
+        &'a self,
+        jobs: impl Iterator<Item = &'a Job>,
+        now: u64,
+        arrays: Option<ArrayRows>,
+    ) -> impl Iterator<Item = QueueRow<'a>> {
+        let mut next = 0;
+        jobs.map(move |j| {
+            let r = &j.row;
+            let mut waiting = None;
+            if r.state == JobState::Pending {
+                // Most often the very next entry: a pass leaves most pending jobs waiting.
+                let rest = &self.waiting[next..];
+                if rest.first().is_some_and(|p| p.job < r.id) {
+                    next += rest.partition_point(|p| p.job < r.id);
+                }
+                waiting = self.waiting.get(next).filter(|p| p.job == r.id);
+                next += usize::from(waiting.is_some());
+            }
+            let mut row = Self::queue_row(r, waiting, now);
+            if let Some(h) = self.held_back(j) {
+                row.reason = Some(Cow::Borrowed(h));
+            }
+            if let (Some(mode), Some(a)) = (arrays, r.q.array) {
+                row.id = a.job;
+                row.array = Some(Cow::Owned(match mode {
+                    ArrayRows::Collapse if r.state == JobState::Pending => {
+                        self.pending_tasks_text(j)
+                    }
+                    _ => a.index.to_string(),
+                }));
+            }
+            row
+        })
+    }
+
+    /// `[4-15%2]`: the pending tasks of `j`'s array, as squeue writes them.
+    fn pending_tasks_text(&self, j: &Job) -> String {
+        let Some(g) = self.group(group_id(j)) else {
+            return j.row.q.array.map_or(String::new(), |a| a.index.to_string());
+        };
+        let indices = g
+            .pending()
+            .iter()
+            .filter_map(|id| Some(self.jobs.get(id)?.row.q.array?.index));
+        let mut text = format!("[{}", flex_proto::array::compress(indices));
+        if let Some(n) = g.throttle() {
+            text.push_str(&format!("%{n}"));
+        }
+        text.push(']');
+        text
+    }
+
+    fn queue_row<'a>(r: &'a JobRow, waiting: Option<&sched::Pending>, now: u64) -> QueueRow<'a> {
+        let alloc = r.alloc.as_deref();
+        let shares: Vec<u32> =
+            alloc.map_or_else(Vec::new, |a| a.units.iter().map(|u| u.share).collect());
+        QueueRow {
+            id: r.id,
+            name: Cow::Borrowed(&r.name),
+            user: Cow::Borrowed(&r.user),
+            state: r.state,
+            elapsed_s: match (r.start_time, r.end_time) {
+                (Some(s), Some(e)) => e.saturating_sub(s),
+                (Some(s), None) => now.saturating_sub(s),
+                _ => 0,
+            },
+            time_limit_s: r.request.time_limit_s,
+            units: Cow::Owned(units_text(&shares, &r.request)),
+            start: match waiting {
+                Some(w) => w.estimated_start,
+                None => r.start_time,
+            },
+            host: alloc.map(|a| Cow::Borrowed(a.host.as_str())),
+            reason: match waiting {
+                Some(w) => Some(Cow::Owned(w.reason.to_string())),
+                None => r.reason.as_deref().map(Cow::Borrowed),
+            },
+            array: None,
+        }
+    }
+}

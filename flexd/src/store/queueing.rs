@@ -1,0 +1,230 @@
+//! What the queue keeps about a job besides its request (schema v5): its place in an array,
+//! its dependency, its hold, its requeues. Arrays are written in the submission's
+//! transaction, a task per row with consecutive ids; a requeue keeps the run it ended in
+//! `job_runs`.
+
+use super::{event, json, StoreError};
+use flex_proto::{ArrayTask, Dependency, JobState};
+use gres_plugin::JobId;
+use rusqlite::{params, Transaction};
+
+/// Who holds a pending job.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Hold {
+    #[default]
+    None,
+    /// JobHeldUser: the owner (or root) may release it.
+    User,
+    /// JobHeldAdmin: only root may release it.
+    Admin,
+}
+
+impl Hold {
+    pub(crate) fn submitted(held: bool) -> Hold {
+        if held {
+            Hold::User
+        } else {
+            Hold::None
+        }
+    }
+
+    pub(crate) fn code(self) -> i64 {
+        match self {
+            Hold::None => 0,
+            Hold::User => 1,
+            Hold::Admin => 2,
+        }
+    }
+
+    fn from_code(c: i64) -> Hold {
+        match c {
+            0 => Hold::None,
+            1 => Hold::User,
+            _ => Hold::Admin,
+        }
+    }
+
+    /// The pending reason it gives, Slurm's names.
+    pub(crate) fn reason(self) -> Option<&'static str> {
+        match self {
+            Hold::None => None,
+            Hold::User => Some("JobHeldUser"),
+            Hold::Admin => Some("JobHeldAdmin"),
+        }
+    }
+}
+
+/// A job's queueing state as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Queueing {
+    pub array: Option<ArrayTask>,
+    /// The array's `%N`.
+    pub throttle: Option<u32>,
+    pub dependency: Option<Dependency>,
+    pub hold: Hold,
+    /// May be requeued (`--requeue`, the default).
+    pub requeue: bool,
+    /// Times it was requeued.
+    pub restarts: u32,
+    /// Being ended to be requeued (held afterwards when true).
+    pub requeue_requested: Option<bool>,
+    pub nice: i64,
+}
+
+impl Default for Queueing {
+    fn default() -> Self {
+        Queueing {
+            array: None,
+            throttle: None,
+            dependency: None,
+            hold: Hold::None,
+            requeue: true,
+            restarts: 0,
+            requeue_requested: None,
+            nice: 0,
+        }
+    }
+}
+
+/// The columns `array_job` … `nice` of `store::ROW_COLUMNS`, from `at`.
+pub(super) fn from_row(id: u64, r: &rusqlite::Row, at: usize) -> Result<Queueing, StoreError> {
+    let array_job: Option<i64> = r.get(at)?;
+    let array_task: Option<u32> = r.get(at + 1)?;
+    let dependency: Option<String> = r.get(at + 3)?;
+    let requeue_requested: Option<i64> = r.get(at + 7)?;
+    Ok(Queueing {
+        array: array_job.zip(array_task).map(|(j, index)| ArrayTask {
+            job: JobId(j as u64),
+            index,
+        }),
+        throttle: r.get(at + 2)?,
+        dependency: dependency.map(|d| json(id, "dependency", &d)).transpose()?,
+        hold: Hold::from_code(r.get(at + 4)?),
+        requeue: r.get(at + 5)?,
+        restarts: r.get(at + 6)?,
+        requeue_requested: requeue_requested.map(|c| c == 2),
+        nice: r.get(at + 8)?,
+    })
+}
+
+/// The tasks of array `first` after its first one (already inserted as `first`), copied from
+/// it with their own index: ids `first + 1 …`, in the submission's transaction.
+pub(super) fn insert_tasks(
+    tx: &Transaction,
+    first: JobId,
+    rest: &[u32],
+    time: u64,
+) -> Result<(), StoreError> {
+    tx.prepare_cached("UPDATE jobs SET array_job = ?1 WHERE id = ?1")?
+        .execute([first.0 as i64])?;
+    let mut copy = tx.prepare_cached(
+        "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, env_id, workdir,
+            submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
+            cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
+            array_job, array_task, array_spec, dependency, hold, requeue, umask, warn_signal,
+            qos, nice)
+         SELECT name, uid, gid, user, account, script, args, env, env_id, workdir,
+            submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
+            cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
+            id, ?2, array_spec, dependency, hold, requeue, umask, warn_signal, qos, nice
+         FROM jobs WHERE id = ?1",
+    )?;
+    for (k, &index) in rest.iter().enumerate() {
+        copy.execute(params![first.0 as i64, index])?;
+        let id = tx.last_insert_rowid() as u64;
+        if id != first.0 + 1 + k as u64 {
+            // Ids are consecutive with one writer; the state relies on it.
+            return Err(StoreError::ArrayIds {
+                array: first.0,
+                task: index,
+                got: id,
+            });
+        }
+        event(tx, JobId(id), time, None, JobState::Pending, None)?;
+    }
+    Ok(())
+}
+
+pub(super) fn set_hold(tx: &Transaction, job: JobId, hold: Hold) -> Result<(), StoreError> {
+    tx.prepare_cached("UPDATE jobs SET hold = ?2 WHERE id = ?1")?
+        .execute(params![job.0 as i64, hold.code()])?;
+    Ok(())
+}
+
+pub(super) fn set_requeue_requested(
+    tx: &Transaction,
+    job: JobId,
+    hold: bool,
+) -> Result<(), StoreError> {
+    tx.prepare_cached("UPDATE jobs SET requeue_requested = ?2 WHERE id = ?1")?
+        .execute(params![job.0 as i64, if hold { 2 } else { 1 }])?;
+    Ok(())
+}
+
+/// `flexcontrol update`: the fields it may change.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Update {
+    pub job: JobId,
+    pub name: Option<String>,
+    /// The request as changed (TimeLimit), stored whole.
+    pub request: Option<gres_plugin::Request>,
+    pub priority: Option<i64>,
+    pub nice: Option<i64>,
+}
+
+pub(super) fn update(tx: &Transaction, u: &Update) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "UPDATE jobs SET name = COALESCE(?2, name), request = COALESCE(?3, request),
+            time_limit = COALESCE(?4, time_limit), priority = COALESCE(?5, priority),
+            nice = COALESCE(?6, nice)
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        u.job.0 as i64,
+        u.name,
+        u.request
+            .as_ref()
+            .map(|r| serde_json::to_string(r).expect("requests serialize")),
+        u.request.as_ref().map(|r| r.time_limit_s as i64),
+        u.priority,
+        u.nice,
+    ])?;
+    Ok(())
+}
+
+/// Put a job back in the queue: its last run (if it ran) goes to `job_runs`, its row becomes
+/// pending again with one more restart.
+pub(super) fn requeue(
+    tx: &Transaction,
+    job: JobId,
+    time: u64,
+    hold: Hold,
+    from: JobState,
+) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO job_runs (job, run, state, start_time, end_time, exit_code,
+            signal, reason, host, allocation)
+         SELECT id, restarts, state, start_time, end_time, exit_code, signal, reason, host,
+            allocation
+         FROM jobs WHERE id = ?1 AND start_time IS NOT NULL",
+    )?
+    .execute([job.0 as i64])?;
+    tx.prepare_cached("DELETE FROM job_leaves WHERE job = ?1")?
+        .execute([job.0 as i64])?;
+    tx.prepare_cached(
+        "UPDATE jobs SET state = 'PENDING', start_time = NULL, end_time = NULL,
+            exit_code = NULL, signal = NULL, reason = NULL, host = NULL, allocation = NULL,
+            supervisor_pid = NULL, master_port = NULL, cancelled_by = NULL,
+            requeue_requested = NULL, restarts = restarts + 1, hold = ?3, eligible_time = ?2
+         WHERE id = ?1",
+    )?
+    .execute(params![job.0 as i64, time as i64, hold.code()])?;
+    event(
+        tx,
+        job,
+        time,
+        Some(from),
+        JobState::Pending,
+        Some("requeued"),
+    )
+}

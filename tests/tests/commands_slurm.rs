@@ -1,0 +1,172 @@
+//! The user commands as Slurm's, end to end: squeue's state filters and output formats from
+//! flexq, an existing sbatch script, and srun and torchrun lines of a job script, with the real
+//! binaries against the real flexd on the simulated a100-40gb-x2 topology (two A100-40GB, six
+//! 1g.5gb and one 1g.10gb leaf each). Jobs really run, as the submitting user.
+
+use flex_proto::JobState;
+use flex_tests::cli::{cmd, flexq_json, submit, text, wait_running};
+use flex_tests::{wait_for, Daemon};
+use std::path::Path;
+
+const TOPOLOGY: &str = "a100-40gb-x2.toml";
+
+#[test]
+fn a_pending_job_shows_its_reason_and_state_filters_work() {
+    let d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("pend");
+    let big = submit(
+        &d,
+        &dir,
+        "big.sh",
+        "#!/bin/sh\nsleep 600\n",
+        &["--leaves", "14"],
+    );
+    wait_running(&d, big);
+    let waiting = submit(&d, &dir, "wait.sh", "#!/bin/sh\ntrue\n", &["--leaves", "2"]);
+    let v = wait_for("a reason for the pending job", || {
+        flexq_json(&d, &["-t", "PD"])
+            .into_iter()
+            .find(|j| j.id == waiting && j.reason.is_some())
+    });
+    assert_eq!(v.state, JobState::Pending);
+    let out = text(
+        &cmd(&d, "flexq")
+            .args(["-t", "pending", "-h"])
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    let row: Vec<&str> = out.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(row[0], waiting.to_string());
+    assert_eq!(row[3], "PD");
+    assert!(row.last().unwrap().starts_with('('), "{out}");
+    let running = flexq_json(&d, &["-t", "R"]);
+    assert_eq!(running.iter().map(|j| j.id).collect::<Vec<_>>(), [big]);
+    let out = cmd(&d, "flexq").args(["-t", "sleeping"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+
+    // The formats scripts parse, as squeue prints them.
+    let squeue = |args: &[&str]| text(&cmd(&d, "flexq").args(args).output().unwrap().stdout);
+    let out = squeue(&["-h", "-o", "%i|%j|%t|%D|%C|%b|%R"]);
+    assert_eq!(
+        out,
+        format!("{big}|big.sh|R|1|14|gres/gpu:14|{host}\n{waiting}|wait.sh|PD|1|2|gres/gpu:2|(Resources)\n",
+            host = running[0].alloc.as_ref().unwrap().host)
+    );
+    let out = squeue(&["--me", "-n", "wait.sh", "-O", "JobID:8,State:.10"]);
+    assert_eq!(out, format!("JOBID        STATE\n{waiting:<8}   PENDING\n"));
+    let out = squeue(&["--start", "-h"]);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.contains(" PD ") && out.contains("(Resources)"), "{out}");
+    let out = cmd(&d, "flexq").args(["-o", "%i %Z"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(text(&out.stderr).contains("%Z"), "{out:?}");
+    let out = cmd(&d, "flexcancel")
+        .arg(big.to_string())
+        .arg(waiting.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn an_existing_sbatch_script_runs_unchanged() {
+    let d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("sbatch");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../etc/examples/sbatch-only.sh");
+    let script = std::fs::read_to_string(&example).unwrap();
+    let job = submit(&d, &dir, "sbatch-only.sh", &script, &[]);
+    let v = d.wait_finished(job);
+    let out = std::fs::read_to_string(dir.join(format!("slurm-{job}.out"))).unwrap_or_default();
+    assert_eq!(v.state, JobState::Completed, "{v:?}\n{out}\n{}", d.log());
+    assert_eq!(v.name, "sbatch-example");
+    assert_eq!(v.request.leaves, Some(2));
+    assert_eq!(v.request.leaf_type.as_deref(), Some("1g.5gb"));
+    for r in 0..2 {
+        assert!(
+            out.contains(&format!("{r}: rank {r} of 2 on MIG-")),
+            "{out}"
+        );
+    }
+    assert!(v
+        .alloc
+        .unwrap()
+        .leaves
+        .iter()
+        .all(|l| l.profile == "1g.5gb"));
+}
+
+#[test]
+fn srun_lines_of_a_slurm_script_run_one_rank_per_leaf() {
+    // The host may have Slurm installed (the CI does): ask for flexrun's srun explicitly.
+    let d = Daemon::start_with(TOPOLOGY, "srun_in_jobs = \"flexrun\"");
+    let dir = d.scratch("srun");
+    let script = "#!/bin/bash\n#SBATCH --job-name=ddp\n#SBATCH --nodes=1\n\
+                  #SBATCH --gres=gpu:1g.5gb:3\n#SBATCH --time=00:05:00\n\
+                  srun --ntasks=3 --cpus-per-task=1 --mpi=none bash -c \\\n\
+                  'echo $SLURM_PROCID $SLURM_LOCALID $SLURM_NTASKS $WORLD_SIZE $CUDA_VISIBLE_DEVICES > rank-$SLURM_PROCID'\n\
+                  srun -n 2 -l bash -c 'echo world $WORLD_SIZE'\n";
+    let job = submit(&d, &dir, "job.sh", script, &[]);
+    let v = d.wait_finished(job);
+    let out = std::fs::read_to_string(dir.join(format!("flex-{job}.out"))).unwrap_or_default();
+    assert_eq!(v.state, JobState::Completed, "{v:?}\n{out}\n{}", d.log());
+    let leaves: Vec<String> = v
+        .alloc
+        .unwrap()
+        .leaves
+        .into_iter()
+        .map(|l| l.uuid)
+        .collect();
+    for (r, leaf) in leaves.iter().enumerate() {
+        let line = std::fs::read_to_string(dir.join(format!("rank-{r}"))).unwrap();
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            f[..4],
+            [&*r.to_string(), &*r.to_string(), "3", "3"],
+            "{line}"
+        );
+        assert_eq!(f[4], leaf, "rank {r} has its own leaf");
+    }
+    // -n 2 of 3 leaves: a world of 2, labelled lines.
+    assert!(
+        out.contains("0: world 2") && out.contains("1: world 2"),
+        "{out}"
+    );
+
+    // torchrun: each worker on its own leaf, alone on its node, the global rank as usual.
+    let script = "#!/bin/bash\n#SBATCH --gres=gpu:2\n\
+                  torchrun --standalone --nnodes=1 --nproc_per_node=2 --no-python bash -c \\\n\
+                  'echo $RANK $LOCAL_RANK $LOCAL_WORLD_SIZE $WORLD_SIZE $CUDA_VISIBLE_DEVICES > torch-$RANK'\n";
+    let job = submit(&d, &dir, "torch.sh", script, &[]);
+    let v = d.wait_finished(job);
+    assert_eq!(v.state, JobState::Completed, "{v:?}\n{}", d.log());
+    let leaves: Vec<String> = v
+        .alloc
+        .unwrap()
+        .leaves
+        .into_iter()
+        .map(|l| l.uuid)
+        .collect();
+    for (r, leaf) in leaves.iter().enumerate() {
+        let line = std::fs::read_to_string(dir.join(format!("torch-{r}"))).unwrap();
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(f, [&*r.to_string(), "0", "1", "2", leaf], "{line}");
+    }
+
+    // Off: no srun function; the script's srun is whatever the host has.
+    let d = Daemon::start_with(TOPOLOGY, "srun_in_jobs = \"off\"");
+    let dir = d.scratch("nosrun");
+    let job = submit(
+        &d,
+        &dir,
+        "job.sh",
+        "#!/bin/bash\ndeclare -F srun && exit 3\ntrue\n",
+        &[],
+    );
+    let v = d.wait_finished(job);
+    assert_eq!(
+        (v.state, v.exit_code),
+        (JobState::Completed, Some(0)),
+        "{v:?}"
+    );
+}

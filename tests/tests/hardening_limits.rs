@@ -1,0 +1,287 @@
+//! Exhausted resources and state flexd cannot trust (issue 12): flexd out of file descriptors
+//! or of buffer space for slow clients, an accounting period past what it stores, a flexd on a
+//! copy of a live state directory, a deleted lock file, a loose state directory, and an empty,
+//! foreign or malformed database. Each test runs the real flexd.
+
+use flex_proto::{self as proto, Hello, JobState, Response, PROTOCOL_VERSION};
+use flex_tests::{run_file, script_job, wait_for, Daemon, Killed};
+use gres_plugin::JobId;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+const A100: &str = "a100-40gb-x2.toml";
+
+/// A job that waits for `gate` to exist, then exits 7.
+fn gated_job(d: &Daemon, gate: &Path) -> JobId {
+    let dir = d.scratch("gated");
+    let script = format!(
+        "#!/bin/sh\nwhile [ ! -e {} ]; do sleep 0.1; done\nexit 7\n",
+        gate.display()
+    );
+    let job = d.client().submit(script_job(&script, &dir)).unwrap();
+    d.wait_state(job, &[JobState::Running]);
+    job
+}
+
+/// Run a flexd that is expected to refuse to start; returns its exit code and what it printed.
+fn refused_start(d: &Daemon, socket: &Path) -> (Option<i32>, String) {
+    let out = d.scratch("refused").join("out.txt");
+    let f = std::fs::File::create(&out).unwrap();
+    let mut child = Killed(
+        d.flexd_command(socket)
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .unwrap(),
+    );
+    let status = flex_tests::wait_child(&mut child.0, flex_tests::WAIT);
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    let status = status.unwrap_or_else(|| panic!("flexd did not refuse to start:\n{text}"));
+    (status.code(), text)
+}
+
+/// A process's peak resident size in bytes (VmHWM).
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status");
+    kb * 1024
+}
+
+#[test]
+fn running_out_of_file_descriptors_fails_no_job() {
+    // flexd cannot raise a hard limit; one client holds more connections than it allows.
+    let d = Daemon::start_nofile(
+        A100,
+        "[limits]\nmax_connections_per_user = 100000\nreserved_fds = 32",
+        128,
+    );
+    let gate = d.scratch("gate").join("go");
+    let job = gated_job(&d, &gate);
+    let held: Vec<UnixStream> = (0..300)
+        .filter_map(|_| UnixStream::connect(d.socket()).ok())
+        .collect();
+    // Supervisors are looked after once a second: let several looks happen while
+    // descriptors are short, and the job end meanwhile.
+    std::thread::sleep(Duration::from_secs(3));
+    std::fs::write(&gate, "").unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    drop(held);
+    // flexd reads each closed connection's end in its own time (slowly on a loaded machine):
+    // until it has, a new connection is still over the limit and closed.
+    wait_for("flexd to see the held connections close", || {
+        flex_tests::Client::connect(d.socket()).ok()
+    });
+    let v = d.wait_finished(job);
+    assert_eq!(
+        (v.state, v.exit_code),
+        (JobState::Failed, Some(7)),
+        "the job's own end, not NODE_FAIL; log:\n{}",
+        d.log()
+    );
+    assert!(!d.log().contains("died without recording"), "{}", d.log());
+}
+
+#[test]
+fn a_flexd_on_a_copy_of_a_live_state_dir_kills_no_job() {
+    let a = Daemon::start(A100);
+    let gate = a.scratch("gate").join("go");
+    let job = gated_job(&a, &gate);
+    run_file(&a, job);
+    let b = Daemon::start_on_state_copy(A100, &a.state_dir());
+    // The copy's flexd finds no supervisor of its own for the job and ends it in its copy of
+    // the database, but leaves the processes alone: they belong to a live supervisor.
+    assert_eq!(b.wait_finished(job).state, JobState::NodeFail);
+    std::fs::write(&gate, "").unwrap();
+    let v = a.wait_finished(job);
+    assert_eq!(
+        (v.state, v.exit_code),
+        (JobState::Failed, Some(7)),
+        "log of the copy's flexd:\n{}",
+        b.log()
+    );
+}
+
+#[test]
+fn deleting_the_lock_file_lets_no_second_flexd_use_the_state_dir() {
+    let d = Daemon::start(A100);
+    let _ = std::fs::remove_file(d.state_dir().join("flexd.lock"));
+    let other = d.scratch("second").join("flexd.sock");
+    let (code, text) = refused_start(&d, &other);
+    assert_eq!(code, Some(3), "{text}");
+    assert!(
+        text.contains("another flexd uses the state directory"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_loose_state_dir_is_made_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut d = Daemon::start(A100);
+    let dir = d.scratch("w");
+    let job = d
+        .client()
+        .submit(script_job("#!/bin/sh\ntrue\n", &dir))
+        .unwrap();
+    d.wait_finished(job);
+    d.stop();
+    let chmod = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    };
+    chmod(&d.state_dir(), 0o755);
+    chmod(&d.db_path(), 0o644);
+    d.restart();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&d.state_dir()), 0o700);
+    assert_eq!(mode(&d.state_dir().join("run")), 0o700);
+    let mut files = 0;
+    for e in std::fs::read_dir(d.state_dir()).unwrap().flatten() {
+        if e.file_type().unwrap().is_file() {
+            assert_eq!(mode(&e.path()), 0o600, "{}", e.path().display());
+            files += 1;
+        }
+    }
+    assert!(files >= 3, "flex.db and its -wal and -shm files");
+}
+
+#[test]
+fn an_empty_or_foreign_database_is_refused() {
+    let mut d = Daemon::start(A100);
+    d.stop();
+    let db = d.db_path();
+    let sock = d.scratch("db").join("flexd.sock");
+    for (what, make) in [
+        (
+            "empty",
+            Box::new(|p: &Path| std::fs::write(p, "").unwrap()) as Box<dyn Fn(&Path)>,
+        ),
+        (
+            "foreign",
+            Box::new(|p: &Path| {
+                let c = rusqlite::Connection::open(p).unwrap();
+                c.execute_batch("CREATE TABLE notes (t TEXT)").unwrap();
+            }),
+        ),
+    ] {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = db.as_os_str().to_owned();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+        make(&db);
+        let (code, text) = refused_start(&d, &sock);
+        assert_eq!(code, Some(5), "{what}: {text}");
+        assert!(
+            text.contains(&db.display().to_string()) && text.contains("refusing to start on it"),
+            "{what}: {text}"
+        );
+    }
+}
+
+#[test]
+fn slow_clients_cannot_grow_flexds_memory_without_bound() {
+    use std::io::Write;
+    let d = Daemon::start_with(A100, "[limits]\nmax_buffered_bytes = \"32 MiB\"");
+    // 40 clients each send a 16 MiB frame but its last byte.
+    let size: u32 = (16 << 20) - 64;
+    let clients: Vec<_> = (0..40)
+        .map(|_| {
+            let socket = d.socket();
+            std::thread::spawn(move || {
+                let mut s = UnixStream::connect(socket).unwrap();
+                let hello = Hello {
+                    version: PROTOCOL_VERSION,
+                    client: "slow".into(),
+                };
+                proto::write_frame(&mut s, &hello).unwrap();
+                let _: Response = proto::read_frame(&mut s, 1 << 20).unwrap();
+                let mut frame = size.to_be_bytes().to_vec();
+                frame.resize(4 + size as usize - 1, b' ');
+                let sent = s.write_all(&frame).is_ok();
+                (s, sent)
+            })
+        })
+        .collect();
+    let clients: Vec<(UnixStream, bool)> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let held = clients.iter().filter(|(_, sent)| *sent).count();
+    let peak = peak_rss(d.pid());
+    eprintln!("flexd's peak resident size: {} MiB", peak >> 20);
+    assert!(held <= 2, "{held} frames of 16 MiB held within 32 MiB");
+    for (mut s, sent) in clients {
+        if !sent {
+            s.set_read_timeout(Some(flex_tests::WAIT)).unwrap();
+            let r: Response = proto::read_frame(&mut s, 1 << 20).unwrap();
+            let Response::Error(e) = r else {
+                panic!("{r:?}")
+            };
+            assert!(
+                e.message.contains("max_buffered_bytes = 33554432"),
+                "{}",
+                e.message
+            );
+        }
+    }
+    assert!(peak < 160 << 20, "flexd peaked at {} MiB", peak >> 20);
+    assert!(d.client().request(&flex_proto::Request::Ping).is_ok());
+}
+
+#[test]
+fn an_accounting_period_past_the_largest_stored_time_is_refused() {
+    let d = Daemon::start(A100);
+    let q = flex_proto::AcctQuery {
+        start: 0,
+        end: u64::MAX,
+        users: vec![],
+        accounts: vec![],
+        states: vec![],
+        jobs: vec![],
+        after: None,
+    };
+    let e = d
+        .client()
+        .call(&flex_proto::Request::Accounting(q))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("InvalidRequest")
+            && e.contains("past the largest time flexd stores (9223372036854775807)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_malformed_database_is_named() {
+    let mut d = Daemon::start(A100);
+    let dir = d.scratch("w");
+    for _ in 0..20 {
+        d.client()
+            .submit(script_job("#!/bin/sh\ntrue\n", &dir))
+            .unwrap();
+    }
+    d.stop();
+    // Everything into the database file, then keep its header and schema (page 1) and garble
+    // every other page.
+    let db = d.db_path();
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    let len = std::fs::metadata(&db).unwrap().len() as usize;
+    assert!(len > 4096, "the jobs live beyond the first page");
+    let mut bytes = std::fs::read(&db).unwrap();
+    bytes[4096..].fill(0xa5);
+    std::fs::write(&db, bytes).unwrap();
+    let (code, text) = refused_start(&d, &d.scratch("m").join("flexd.sock"));
+    assert_eq!(code, Some(5), "{text}");
+    assert!(
+        text.contains(&format!("database {}:", db.display())) && text.contains("malformed"),
+        "{text}"
+    );
+}
