@@ -29,7 +29,7 @@ PROFILE ?= release
 CARGO_TARGET_DIR ?= target
 OUT := $(CARGO_TARGET_DIR)/$(if $(filter dev test,$(PROFILE)),debug,$(PROFILE))
 
-COMMANDS := flexsub flexq flexcancel flexcontrol flexrun flexacct flexreport flexsim flexgres
+COMMANDS := flexsub flexq flexcancel flexcontrol flexrun flexacct flexreport flexprio flexshare flexsim flexgres
 INSTALL ?= install
 
 .PHONY: all build install install-files uninstall

@@ -35,6 +35,8 @@ fn build(path: &std::path::Path) {
             stderr: None,
             request: Request::leaves(leaves, 3600),
             account: None,
+            qos: None,
+            nice: 0,
             queue: Default::default(),
             umask: None,
             signal: None,

@@ -38,6 +38,8 @@ fn spec(workdir: &Path, leaves: u32, array: Option<&str>) -> JobSpec {
         }),
         umask: None,
         signal: None,
+        qos: None,
+        nice: 0,
     }
 }
 

@@ -40,6 +40,8 @@ fn spec(script: String, workdir: &Path, leaves: u32) -> JobSpec {
         stderr: None,
         request: ResourceRequest::leaves(leaves, 3600),
         account: None,
+        qos: None,
+        nice: 0,
         queue: Default::default(),
         umask: None,
         signal: None,

@@ -78,6 +78,8 @@ fn spec(workdir: &Path, name: &str, leaves: u32, script: &str) -> JobSpec {
         stderr: None,
         request: ResourceRequest::leaves(leaves, 3600),
         account: None,
+        qos: None,
+        nice: 0,
         queue: Default::default(),
         umask: None,
         signal: None,

@@ -62,6 +62,8 @@ pub struct Settings {
     /// Where to serve Prometheus metrics (None: nowhere).
     pub metrics_listen: Option<SocketAddr>,
     pub limits: Limits,
+    /// Multifactor priority, fair share and QOS.
+    pub priority: crate::fairshare::PriorityConfig,
 }
 
 /// `srun_in_jobs`: whether a bash job script's `srun` runs flexrun's Slurm personality.
@@ -242,6 +244,7 @@ impl Settings {
                 max_name_bytes: src.int("limits.max_name_bytes", 1, 65536)? as u32,
                 max_buffered_bytes: src.size("limits.max_buffered_bytes", 16 << 30)?,
             },
+            priority: crate::fairshare::PriorityConfig::from_table(&table, origin)?,
         };
         for (key, p) in [
             ("socket", &settings.socket),
@@ -349,6 +352,11 @@ impl Settings {
             format!("{:?}", self.limits),
             format!("{:?}", new.limits),
         );
+        diff(
+            "priority, fairshare and qos",
+            format!("{:?}", self.priority),
+            format!("{:?}", new.priority),
+        );
         out
     }
 }
@@ -404,7 +412,13 @@ fn merge(
 ) {
     for (k, v) in user {
         let full = format!("{prefix}{k}");
+        let open = crate::fairshare::OPEN_TABLES.contains(&prefix.trim_end_matches('.'));
         match (base.get_mut(&k), v) {
+            // A site-named entry (a user, an account, a QOS) replaces the default's whole.
+            (_, v) if open => {
+                from_file.insert(full);
+                base.insert(k, v);
+            }
             (None, _) => warnings.push(format!("{origin}: unknown key `{full}` is ignored")),
             (Some(toml::Value::Table(b)), toml::Value::Table(u)) => {
                 merge(b, u, &format!("{full}."), origin, warnings, from_file)

@@ -220,6 +220,7 @@ fn recovered_state(
     let now = unix_now();
     let rows = store::load_jobs(&conn, now.saturating_sub(settings.keep_finished.as_secs()))
         .map_err(|e| e.in_file(&paths.db))?;
+    let usage = store::usage::load(&conn).map_err(|e| e.in_file(&paths.db))?;
     let (writer, writer_thread) = Writer::spawn(conn);
     let mut state = State::new(
         cluster,
@@ -229,6 +230,7 @@ fn recovered_state(
         }),
         nix::unistd::geteuid().as_raw(),
     );
+    state.load_usage(settings, usage);
     let run_dir = paths.run_dir.clone();
     state.recover(
         rows,

@@ -1,9 +1,12 @@
 //! flexd: the Flex controller. `sched` is the pure scheduler core that flexd and flexsim share.
 
+#[doc(hidden)]
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod exec;
+pub mod fairshare;
 pub mod metrics;
 pub mod paths;
 pub mod server;

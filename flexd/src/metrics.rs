@@ -232,6 +232,7 @@ mod tests {
             signal: None,
             reason: None,
             cancelled_by: None,
+            charge: Vec::new(),
         }))
     }
 

@@ -42,6 +42,8 @@ enum Field {
     NodeList,
     SchedNodes,
     ExitCode,
+    Priority,
+    Qos,
 }
 
 /// Each field: its `-o` letter, its `-O` name (and aliases), its header.
@@ -72,6 +74,8 @@ const FIELDS: &[(Field, char, &[&str], &str)] = &[
     (Field::NodeList, 'N', &["nodelist"], "NODELIST"),
     (Field::SchedNodes, 'Y', &["schednodes"], "SCHEDNODES"),
     (Field::ExitCode, 'X', &["exitcode"], "EXIT_CODE"),
+    (Field::Priority, 'Q', &["priority"], "PRIORITY"),
+    (Field::Qos, 'q', &["qos"], "QOS"),
 ];
 
 #[derive(Clone, Debug, PartialEq)]
@@ -280,6 +284,9 @@ fn value(f: Field, j: &JobView, now: u64, tz: &TimeZone) -> String {
         Field::Account => j.account.clone(),
         Field::SchedNodes => "(null)".into(),
         Field::ExitCode => format!("{}:{}", j.exit_code.unwrap_or(0), j.signal.unwrap_or(0)),
+        // A pending job's priority as of flexd's last pass; 0 for the others, as squeue.
+        Field::Priority => j.priority.to_string(),
+        Field::Qos => j.qos.clone().unwrap_or_else(|| "normal".into()),
     }
 }
 
@@ -324,6 +331,7 @@ mod tests {
             requeue: true,
             priority: 0,
             nice: 0,
+            qos: None,
         }
     }
 
@@ -362,6 +370,20 @@ mod tests {
             f.row(&job(JobState::Running), 1_165, &tz),
             "42      RUNNING|a-rather-long-name"
         );
+    }
+
+    #[test]
+    fn priority_and_qos_columns() {
+        let tz = TimeZone::UTC;
+        let mut j = job(JobState::Pending);
+        j.priority = 10500;
+        j.qos = Some("high".into());
+        let f = Format::short("%i %Q %q").unwrap();
+        assert_eq!(f.header(), "JOBID PRIORITY QOS");
+        assert_eq!(f.row(&j, 1_165, &tz), "42 10500 high");
+        let f = Format::long("JobID:4,Priority:.8").unwrap();
+        assert_eq!(f.row(&j, 1_165, &tz), "42     10500");
+        assert_eq!(f.row(&job(JobState::Running), 1_165, &tz), "42         0");
     }
 
     #[test]

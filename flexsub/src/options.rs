@@ -21,6 +21,8 @@ pub enum Key {
     Gpus,
     Mem,
     Account,
+    Qos,
+    Nice,
     Leaves,
     LeafType,
     Placement,
@@ -208,6 +210,20 @@ pub const OPTIONS: &[OptSpec] = &[
         "--model only runs inference (KV cache)",
     ),
     opt(
+        Key::Qos,
+        "qos",
+        Some('q'),
+        Some("QOS"),
+        "Quality of service, as flexd.toml's [qos.NAME] defines it (default: its default_qos)",
+    ),
+    opt(
+        Key::Nice,
+        "nice",
+        None,
+        Some("N"),
+        "Lower the job's priority by N (-10000 to 10000; below 0 only for root)",
+    ),
+    opt(
         Key::Array,
         "array",
         Some('a'),
@@ -324,6 +340,8 @@ pub struct Settings {
     pub gpus: Option<f64>,
     pub mem_bytes: Option<u64>,
     pub account: Option<String>,
+    pub qos: Option<String>,
+    pub nice: Option<i32>,
     pub placement: Option<Strategy>,
     pub model: Option<PathBuf>,
     pub batch_size: Option<u32>,
@@ -421,6 +439,18 @@ impl Settings {
                 self.mem_bytes = Some(units::parse_size(v, SizeUnit::Mebibytes).map_err(e)?)
             }
             Key::Account => self.account = Some(non_empty("account", v)?),
+            Key::Qos => self.qos = Some(non_empty("qos", v)?),
+            Key::Nice => {
+                self.nice = Some(
+                    v.trim()
+                        .parse()
+                        .ok()
+                        .filter(|n: &i32| (-10000..=10000).contains(n))
+                        .ok_or_else(|| {
+                            format!("invalid nice {v:?}: an integer from -10000 to 10000")
+                        })?,
+                )
+            }
             Key::Leaves => self.leaves = Some(units::parse_count("leaves", v).map_err(e)?),
             Key::LeafType => self.leaf_type = Some(non_empty("leaf type", v)?),
             Key::Placement => {

@@ -347,6 +347,8 @@ fn a_submission() -> Request {
         stderr: None,
         request: ResourceRequest::leaves(2, 60),
         account: None,
+        qos: None,
+        nice: 0,
         queue: Default::default(),
         umask: None,
         signal: None,

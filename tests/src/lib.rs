@@ -534,6 +534,8 @@ pub fn script_job(script: &str, workdir: &Path) -> JobSpec {
         stderr: None,
         request: ResourceRequest::leaves(1, 3600),
         account: None,
+        qos: None,
+        nice: 0,
         queue: Default::default(),
         umask: None,
         signal: None,

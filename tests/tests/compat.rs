@@ -186,7 +186,7 @@ fn protocol_v2_frames_decode() {
     let mut checked_sorted = checked.clone();
     checked_sorted.sort();
     assert_eq!(files, checked_sorted);
-    assert_eq!(checked.len(), 22, "hello, 10 requests and 11 responses");
+    assert_eq!(checked.len(), 26, "hello, 12 requests and 13 responses");
 }
 
 /// Writes the frame of each v2 message that has none. Run it only when a message is added

@@ -27,6 +27,8 @@ fn commands() -> Vec<clap::Command> {
         flexsub::commands::run::Args::command(),
         flexsub::commands::acct::Args::command(),
         flexsub::commands::report::Args::command(),
+        flexsub::commands::prio::Args::command(),
+        flexsub::commands::share::Args::command(),
         flexsim::cli::Cli::command(),
         gres_plugin::flexgres::Cli::command(),
     ]

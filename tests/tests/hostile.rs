@@ -122,6 +122,8 @@ fn job_spec() -> impl Strategy<Value = JobSpec> {
                 stderr: out,
                 request,
                 account,
+                qos: None,
+                nice: 0,
                 queue: Default::default(),
                 umask: None,
                 signal: None,

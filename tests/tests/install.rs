@@ -41,6 +41,8 @@ fn make_install_lays_out_a_site_and_uninstall_takes_it_back() {
         "flexrun",
         "flexacct",
         "flexreport",
+        "flexprio",
+        "flexshare",
         "flexsim",
         "flexgres",
     ];

@@ -31,6 +31,7 @@ complete -c flexsim -n "__fish_flexsim_needs_command" -f -a "run" -d 'Replay one
 complete -c flexsim -n "__fish_flexsim_needs_command" -f -a "gen" -d 'Write one of the paper\'s synthetic traces'
 complete -c flexsim -n "__fish_flexsim_needs_command" -f -a "compare" -d 'Run every model and policy over generated traces and compare them'
 complete -c flexsim -n "__fish_flexsim_needs_command" -f -a "sweep" -d 'Policies x models over many seeds, categories, kinds and trace shapes: one table'
+complete -c flexsim -n "__fish_flexsim_needs_command" -f -a "fairness" -d 'Replay a multi-user trace (its `user` column) in FIFO order and with flexd\'s fair share: each user\'s mean wait and slowdown, and Jain\'s index, side by side'
 complete -c flexsim -n "__fish_flexsim_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l trace -d 'Trace CSV: job_id,submit_s,leaves,duration_s,kind[,mem_gb][,time_limit_s]' -r -F
 complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l model -r -f -a "fm\t'Flex-MIG: one job over many fixed leaves'
@@ -119,8 +120,25 @@ complete -c flexsim -n "__fish_flexsim_using_subcommand sweep" -l hosts -d 'Copi
 complete -c flexsim -n "__fish_flexsim_using_subcommand sweep" -l json -d 'Print JSON (the rows and every run) instead of the table'
 complete -c flexsim -n "__fish_flexsim_using_subcommand sweep" -s v -l verbose -d 'More log output (-v info, -vv debug); FLEX_LOG overrides'
 complete -c flexsim -n "__fish_flexsim_using_subcommand sweep" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c flexsim -n "__fish_flexsim_using_subcommand help; and not __fish_seen_subcommand_from run gen compare sweep help" -f -a "run" -d 'Replay one trace under one model and policy and print its metrics'
-complete -c flexsim -n "__fish_flexsim_using_subcommand help; and not __fish_seen_subcommand_from run gen compare sweep help" -f -a "gen" -d 'Write one of the paper\'s synthetic traces'
-complete -c flexsim -n "__fish_flexsim_using_subcommand help; and not __fish_seen_subcommand_from run gen compare sweep help" -f -a "compare" -d 'Run every model and policy over generated traces and compare them'
-complete -c flexsim -n "__fish_flexsim_using_subcommand help; and not __fish_seen_subcommand_from run gen compare sweep help" -f -a "sweep" -d 'Policies x models over many seeds, categories, kinds and trace shapes: one table'
-complete -c flexsim -n "__fish_flexsim_using_subcommand help; and not __fish_seen_subcommand_from run gen compare sweep help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l trace -d 'Trace CSV with a `user` column' -r -F
+complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l model -r -f -a "fm\t'Flex-MIG: one job over many fixed leaves'
+dm\t'Dynamic-MIG: one instance per job, reconfigured on demand'
+sm\t'Static-MIG: one instance per job from a fixed layout'"
+complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l policy -d 'fifo, backfill (EASY) or conservative, optionally with a queue order' -r
+complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l weight-fairshare -d 'Fair-share weight (flexd.toml\'s priority.weight_fairshare)' -r
+complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l weight-age -d 'Age weight (priority.weight_age; the age factor is whole after 7 days)' -r
+complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l half-life-s -d 'Usage half-life in seconds (fairshare.half_life)' -r
+complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l drain-s -d 'Seconds a Dynamic-MIG reconfiguration drains its GPU (the paper measured 100-120)' -r
+complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l config -d 'Execution-time model overrides (see etc/flexsim.toml)' -r -F
+complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l window -d 'Backfill candidates behind the head; 0 for the whole queue' -r
+complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l topology -d 'Topology: a file, or a shipped one (a100-40gb-x2, h100-80gb-x8)' -r
+complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l hosts -d 'Copies of the topology\'s host' -r
+complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l json -d 'Print JSON'
+complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -s v -l verbose -d 'More log output (-v info, -vv debug); FLEX_LOG overrides'
+complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c flexsim -n "__fish_flexsim_using_subcommand help; and not __fish_seen_subcommand_from run gen compare sweep fairness help" -f -a "run" -d 'Replay one trace under one model and policy and print its metrics'
+complete -c flexsim -n "__fish_flexsim_using_subcommand help; and not __fish_seen_subcommand_from run gen compare sweep fairness help" -f -a "gen" -d 'Write one of the paper\'s synthetic traces'
+complete -c flexsim -n "__fish_flexsim_using_subcommand help; and not __fish_seen_subcommand_from run gen compare sweep fairness help" -f -a "compare" -d 'Run every model and policy over generated traces and compare them'
+complete -c flexsim -n "__fish_flexsim_using_subcommand help; and not __fish_seen_subcommand_from run gen compare sweep fairness help" -f -a "sweep" -d 'Policies x models over many seeds, categories, kinds and trace shapes: one table'
+complete -c flexsim -n "__fish_flexsim_using_subcommand help; and not __fish_seen_subcommand_from run gen compare sweep fairness help" -f -a "fairness" -d 'Replay a multi-user trace (its `user` column) in FIFO order and with flexd\'s fair share: each user\'s mean wait and slowdown, and Jain\'s index, side by side'
+complete -c flexsim -n "__fish_flexsim_using_subcommand help; and not __fish_seen_subcommand_from run gen compare sweep fairness help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -15,6 +15,8 @@ complete -c flexsub -l model -d 'Size GPU memory from this model (directory, .sa
 complete -c flexsub -l batch-size -d 'Batch size for --model' -r
 complete -c flexsub -l seq-len -d 'Sequence length for --model' -r
 complete -c flexsub -l dtype -d 'Element type for --model: fp32, fp16, bf16, int8, fp8, int4' -r
+complete -c flexsub -s q -l qos -d 'Quality of service, as flexd.toml\'s [qos.NAME] defines it (default: its default_qos)' -r
+complete -c flexsub -l nice -d 'Lower the job\'s priority by N (-10000 to 10000; below 0 only for root)' -r
 complete -c flexsub -s a -l array -d 'A job array, a task per index: 0-15, 1,3,7, 1-9:2, combined; %N runs at most N tasks at once (0-99%4)' -r
 complete -c flexsub -s d -l dependency -d 'Start after other jobs: after, afterany, afterok, afternotok, aftercorr:ID[:ID...], singleton; \',\' all of them, \'?\' any' -r
 complete -c flexsub -s N -l nodes -d 'Node count; Flex runs a job on one host, so only 1' -r

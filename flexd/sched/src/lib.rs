@@ -8,11 +8,14 @@
 //! - [`schedule`] is the pass: FIFO, aggressive (EASY) or conservative backfilling with a
 //!   window of K, over the queue in a [`Order`] (submission, shortest or longest limit first
 //!   with aging, or Flex's adaptive order); [`schedule_with`] also takes submission times.
+//! - [`fairshare`]: the multifactor priority's arithmetic (decayed usage, fair share, weights),
+//!   which flexd and flexsim use to compute [`PendingJob::priority`] before a pass.
 //! - [`PolicyKeys`] parses the policy keys of flexd.toml, for flexd and flexsim alike.
 
 mod alloc;
 mod cluster;
 mod config;
+pub mod fairshare;
 mod keys;
 mod order;
 mod pass;
@@ -164,6 +167,9 @@ pub enum Reason {
     Reservation,
     /// No host could ever run it; the message says why.
     Unsatisfiable(String),
+    /// Held back before the pass by a limit (a QOS or account limit); Slurm's name for it,
+    /// such as `QOSMaxGRESPerUser`. The core never gives this reason: its caller does.
+    Limit(std::borrow::Cow<'static, str>),
 }
 
 impl fmt::Display for Reason {
@@ -173,6 +179,7 @@ impl fmt::Display for Reason {
             Reason::Priority => f.write_str("Priority"),
             Reason::Reservation => f.write_str("Reservation"),
             Reason::Unsatisfiable(m) => write!(f, "Unsatisfiable: {m}"),
+            Reason::Limit(name) => f.write_str(name),
         }
     }
 }

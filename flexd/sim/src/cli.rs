@@ -39,6 +39,37 @@ enum Command {
     Compare(CompareArgs),
     /// Policies x models over many seeds, categories, kinds and trace shapes: one table.
     Sweep(SweepArgs),
+    /// Replay a multi-user trace (its `user` column) in FIFO order and with flexd's fair
+    /// share: each user's mean wait and slowdown, and Jain's index, side by side.
+    Fairness(FairnessArgs),
+}
+
+#[derive(Args, Debug)]
+struct FairnessArgs {
+    /// Trace CSV with a `user` column.
+    #[arg(long)]
+    trace: PathBuf,
+    #[arg(long, value_enum, default_value_t = ModelKind::Fm)]
+    model: ModelKind,
+    /// fifo, backfill (EASY) or conservative, optionally with a queue order.
+    #[arg(long, default_value = "backfill", value_parser = parse_policy)]
+    policy: Policy,
+    /// Fair-share weight (flexd.toml's priority.weight_fairshare).
+    #[arg(long, default_value_t = 10000)]
+    weight_fairshare: u32,
+    /// Age weight (priority.weight_age; the age factor is whole after 7 days).
+    #[arg(long, default_value_t = 1000)]
+    weight_age: u32,
+    /// Usage half-life in seconds (fairshare.half_life).
+    #[arg(long, default_value_t = 7 * 86400)]
+    half_life_s: u64,
+    #[command(flatten)]
+    sim: SimArgs,
+    #[command(flatten)]
+    hw: HwArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -264,6 +295,7 @@ fn dispatch(cmd: Command) -> Result<(), SimError> {
         Command::Gen(a) => gen(a),
         Command::Compare(a) => compare(a),
         Command::Sweep(a) => sweep(a),
+        Command::Fairness(a) => fairness(a),
     }
 }
 
@@ -339,6 +371,48 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SimError> {
     })
 }
 
+fn fairness(a: FairnessArgs) -> Result<(), SimError> {
+    use super::fairness::{compare, FairShare};
+    let hw = hardware(&a.hw)?;
+    let trace = Trace::read(&a.trace)?;
+    let mut cfg = SimConfig {
+        policy: Policy {
+            window: a.sim.window,
+            ..a.policy
+        },
+        drain_s: a.sim.drain_s,
+        exec: exec_model(&a.sim.config)?,
+        record_rows: false,
+        fairshare: None,
+    };
+    let fifo = hw.run(a.model, &trace, &cfg).map_err(SimError::Topology)?;
+    let mut f = FairShare::default();
+    (f.weights.fairshare, f.weights.age, f.half_life_s) =
+        (a.weight_fairshare, a.weight_age, a.half_life_s);
+    cfg.fairshare = Some(f);
+    let fair = hw.run(a.model, &trace, &cfg).map_err(SimError::Topology)?;
+    let (rows, fifo_jain, fair_jain) = compare(&trace, &fifo, &fair);
+    if a.json {
+        let v =
+            serde_json::json!({"users": rows, "jain_fifo": fifo_jain, "jain_fairshare": fair_jain});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).expect("rows serialize")
+        );
+        return Ok(());
+    }
+    println!("| user | jobs | mean wait, FIFO | mean wait, fair share | slowdown, FIFO | slowdown, fair share |");
+    println!("|---|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {:.0} s | {:.0} s | {:.2} | {:.2} |",
+            r.user, r.jobs, r.fifo_wait_s, r.fair_wait_s, r.fifo_slowdown, r.fair_slowdown
+        );
+    }
+    println!("| Jain's index (slowdowns) | | | | {fifo_jain:.3} | {fair_jain:.3} |");
+    Ok(())
+}
+
 fn run(a: RunArgs) -> Result<(), SimError> {
     let hw = hardware(&a.hw)?;
     let exec = exec_model(&a.sim.config)?;
@@ -355,6 +429,7 @@ fn run(a: RunArgs) -> Result<(), SimError> {
         drain_s: a.sim.drain_s,
         exec,
         record_rows: a.gantt.is_some(),
+        fairshare: None,
     };
     let r = hw.run(a.model, &trace, &cfg).map_err(SimError::Topology)?;
     if !r.not_run.is_empty() {
@@ -525,6 +600,7 @@ fn compare(a: CompareArgs) -> Result<(), SimError> {
             drain_s: spec.drain_s,
             exec: spec.exec.clone(),
             record_rows: true,
+            fairshare: None,
         };
         for &model in &spec.models {
             let r = hw.run(model, &trace, &cfg).map_err(SimError::Topology)?;

@@ -112,6 +112,7 @@ pub fn run(
                         drain_s: spec.drain_s,
                         exec: spec.exec.clone(),
                         record_rows: false,
+                        fairshare: None,
                     };
                     for &model in &spec.models {
                         let r = hw.run(model, &trace, &cfg).map_err(SimError::Topology)?;

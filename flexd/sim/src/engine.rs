@@ -27,6 +27,9 @@ pub struct SimConfig {
     pub exec: ExecModel,
     /// Keep each job's chart rows (for the Gantt chart).
     pub record_rows: bool,
+    /// Multifactor priority with fair share between the trace's users, as flexd computes it
+    /// (None: every priority 0, the paper's FIFO order).
+    pub fairshare: Option<crate::fairness::FairShare>,
 }
 
 impl SimConfig {
@@ -37,6 +40,7 @@ impl SimConfig {
             drain_s: DEFAULT_DRAIN_S,
             exec: ExecModel::default(),
             record_rows: false,
+            fairshare: None,
         }
     }
 }
@@ -204,6 +208,12 @@ pub fn simulate<M: SimModel>(mut model: M, trace: &Trace, cfg: &SimConfig) -> Ru
         trace_of.push(i);
     }
 
+    let (user_ix, names) = crate::fairness::users(trace);
+    let user_of: Vec<u32> = trace_of
+        .iter()
+        .map(|&i| user_ix[&trace.jobs[i].id])
+        .collect();
+    let mut usage = crate::fairness::Usage::new(names.len());
     let interference = cfg.exec.interference(M::KIND);
     for j in &mut jobs {
         let least = model.min_factor(&j.pending, &cfg.exec) * interference;
@@ -252,6 +262,10 @@ pub fn simulate<M: SimModel>(mut model: M, trace: &Trace, cfg: &SimConfig) -> Ru
                     }
                     jobs[k].slot = usize::MAX;
                     model.release(&r.placement);
+                    if let Some(f) = &cfg.fairshare {
+                        let start = jobs[k].start.unwrap_or(t);
+                        usage.charge(user_of[k], jobs[k].slices, start, t, f);
+                    }
                     ended.insert(trace.jobs[trace_of[k]].id);
                 }
                 Event::Reconfigured(g) => model.reconfigured(g),
@@ -286,6 +300,18 @@ pub fn simulate<M: SimModel>(mut model: M, trace: &Trace, cfg: &SimConfig) -> Ru
             continue;
         }
 
+        if let Some(f) = &cfg.fairshare {
+            let held = running_job.iter().map(|&rk| {
+                let j = &jobs[rk];
+                (user_of[rk], j.slices, j.start.unwrap_or(t))
+            });
+            let job = |p: &PendingJob| (p.id.0 - 1) as usize;
+            let (user, submit) = (
+                |p: &PendingJob| user_of[job(p)],
+                |p: &PendingJob| jobs[job(p)].submit,
+            );
+            usage.prioritize(&mut queue, user, submit, held, t, f);
+        }
         let d = schedule_with(&model, &queue, &running, t, &cfg.policy, |q| {
             jobs[(q.id.0 - 1) as usize].submit
         });

@@ -250,6 +250,7 @@ pub fn generate(spec: &GenSpec) -> Result<Trace, String> {
                 kind,
                 mem_gb: None,
                 time_limit_s: None,
+                user: None,
                 after: Vec::new(),
             }
         })

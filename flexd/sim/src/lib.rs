@@ -17,6 +17,7 @@ pub mod cli;
 pub mod compare;
 pub mod engine;
 pub mod exec_model;
+pub mod fairness;
 pub mod gen;
 pub mod metrics;
 pub mod models;

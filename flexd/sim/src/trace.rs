@@ -2,8 +2,9 @@
 //!
 //! Required: `job_id,submit_s,leaves,duration_s,kind` (kind = train|infer). Optional: `mem_gb`
 //! (GPU memory, 10^9 bytes), `time_limit_s` (defaults to [`user_limit`] of the duration with
-//! the middle overestimate, 1.5, on a 15-minute granularity) and `after` (`:`-separated job_ids
-//! that must have ended before the job may start, flexsub's `afterany`). `duration_s` is the
+//! the middle overestimate, 1.5, on a 15-minute granularity), `after` (`:`-separated job_ids
+//! that must have ended before the job may start, flexsub's `afterany`) and `user` (who
+//! submitted it, for `flexsim fairness`). `duration_s` is the
 //! job's run time on a one-to-one MIG instance of its size. Times may have decimals; they are
 //! rounded up to whole seconds. Lines starting with `#` are comments. A bad row is rejected
 //! with its line number, the field and the value.
@@ -24,6 +25,8 @@ pub struct TraceJob {
     pub kind: JobKind,
     pub mem_gb: Option<f64>,
     pub time_limit_s: Option<u64>,
+    /// Who submitted it (optional column `user`): fair share is between users.
+    pub user: Option<String>,
     /// Jobs (by `job_id`) that must have ended before it may start.
     pub after: Vec<u64>,
 }
@@ -70,7 +73,7 @@ pub enum TraceError {
 }
 
 const REQUIRED: [&str; 5] = ["job_id", "submit_s", "leaves", "duration_s", "kind"];
-const OPTIONAL: [&str; 3] = ["mem_gb", "time_limit_s", "after"];
+const OPTIONAL: [&str; 4] = ["mem_gb", "time_limit_s", "after", "user"];
 /// Larger than any host: a guard against typos such as `leaves=70000`.
 const MAX_LEAVES: u32 = 4096;
 /// Ten years: a guard against times given in milliseconds.
@@ -146,6 +149,7 @@ impl Trace {
             }
         }
         let (mem_col, limit_col, after_col) = (col("mem_gb"), col("time_limit_s"), col("after"));
+        let user_col = col("user");
 
         let mut jobs = Vec::new();
         let mut first_line = std::collections::HashMap::new();
@@ -202,6 +206,10 @@ impl Trace {
                 None => None,
                 Some(s) => Some(seconds(s, false).map_err(|w| err("time_limit_s", s, w))?),
             };
+            let user = user_col
+                .map(field)
+                .filter(|s| !s.is_empty())
+                .map(String::from);
             let after = match after_col.map(field).filter(|s| !s.is_empty()) {
                 None => Vec::new(),
                 Some(s) => s
@@ -218,6 +226,7 @@ impl Trace {
                 kind,
                 mem_gb,
                 time_limit_s,
+                user,
                 after,
             });
         }
@@ -243,6 +252,10 @@ impl Trace {
         if with_after {
             header.push("after");
         }
+        let with_user = self.jobs.iter().any(|j| j.user.is_some());
+        if with_user {
+            header.push("user");
+        }
         out.write_record(&header)?;
         for j in &self.jobs {
             let mut row = vec![
@@ -261,6 +274,9 @@ impl Trace {
             if with_after {
                 let ids: Vec<String> = j.after.iter().map(u64::to_string).collect();
                 row.push(ids.join(":"));
+            }
+            if with_user {
+                row.push(j.user.clone().unwrap_or_default());
             }
             out.write_record(&row)?;
         }
@@ -394,5 +410,14 @@ mod tests {
         let mut buf = Vec::new();
         t.write(&mut buf).unwrap();
         assert_eq!(parse(std::str::from_utf8(&buf).unwrap()).unwrap(), t);
+        let users = parse(
+            "job_id,submit_s,leaves,duration_s,kind,user\n1,0,1,60,train,ann\n2,1,1,60,train,\n",
+        )
+        .unwrap();
+        assert_eq!(users.jobs[0].user.as_deref(), Some("ann"));
+        assert_eq!(users.jobs[1].user, None);
+        let mut buf = Vec::new();
+        users.write(&mut buf).unwrap();
+        assert_eq!(parse(std::str::from_utf8(&buf).unwrap()).unwrap(), users);
     }
 }

@@ -128,6 +128,7 @@ fn hand_computed_trace_under_every_model_and_policy() {
             drain_s: 100,
             exec: ExecModel::from_toml(HAND_EXEC, "hand.toml").unwrap(),
             record_rows: false,
+            fairshare: None,
         };
         let r = run(&hw, model, &trace, &cfg);
         let m = Metrics::of(&r);
@@ -141,6 +142,7 @@ fn hand_computed_trace_under_every_model_and_policy() {
         drain_s: 100,
         exec: ExecModel::from_toml(HAND_EXEC, "hand.toml").unwrap(),
         record_rows: false,
+        fairshare: None,
     };
     let r = run(&hw, ModelKind::Dm, &trace, &cfg);
     let jobs: Vec<_> = r
@@ -281,6 +283,7 @@ proptest! {
             drain_s: drain,
             exec: exec.clone(),
             record_rows: true,
+            fairshare: None,
         };
         let r = run(&hw, model, &trace, &cfg);
         let m = Metrics::of(&r);

@@ -2,7 +2,7 @@
 //! to its handler, one file per request under [`super::handlers`], and answers nothing itself.
 
 use super::handlers::{
-    accounting, cancel, control, job_ended, leaf_map, queue, submit, test_only, Peer,
+    accounting, cancel, control, job_ended, leaf_map, priority, queue, submit, test_only, Peer,
 };
 use super::{unix_now, Shared};
 use flex_proto::{Request, Response};
@@ -27,5 +27,11 @@ pub(crate) async fn dispatch(shared: &Shared, peer: &Peer, req: Request) -> Resp
             job_ended::reported(shared, peer, job)
         }
         Request::Accounting(q) => accounting::answer(shared, peer, q, now).await,
+        Request::Priority(q) => {
+            shared.with_core(|c| priority::priority(&c.settings, &c.state, &q, now))
+        }
+        Request::Shares(q) => {
+            shared.with_core(|c| priority::shares(&c.settings, &c.state, &q, now))
+        }
     }
 }

@@ -70,6 +70,8 @@ fn spec(leaves: u32) -> JobSpec {
         stderr: None,
         request: ResourceRequest::leaves(leaves, 600),
         account: None,
+        qos: None,
+        nice: 0,
         queue: Default::default(),
         umask: None,
         signal: None,
@@ -483,6 +485,7 @@ fn row(id: u64, state: JobState, leaves: u32) -> JobRow {
         alloc: None,
         supervisor_pid: Some(77),
         master_port: None,
+        qos: None,
         q: Default::default(),
     }
 }
@@ -603,3 +606,6 @@ fn answers_are_framed_as_the_protocol_frames_them() {
         assert_eq!((back, used), (r, framed.len()));
     }
 }
+
+#[path = "tests/priority.rs"]
+mod priority;

@@ -81,6 +81,7 @@ impl State {
     /// A job became pending (submitted, recovered, requeued): it joins its group.
     pub(super) fn enqueue(&mut self, id: JobId) {
         let j = &self.jobs[&id];
+        self.roster.add(j);
         let gid = group_id(j);
         if let Some(a) = j.row.q.array {
             let n = self.arrays.entry(a.job).or_insert(0);
@@ -187,6 +188,7 @@ impl State {
         };
         let gid = group_id(j);
         self.pending.remove(id);
+        self.roster.remove(id);
         if let Some(g) = self.groups.get_mut(&gid) {
             g.pending.remove(&id);
             g.queued.remove(&id);

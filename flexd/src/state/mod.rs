@@ -24,6 +24,8 @@ use std::sync::Arc;
 pub(crate) mod control;
 mod depend;
 mod eligible;
+mod prepare;
+pub(crate) mod priority;
 mod queue;
 mod recover;
 #[cfg(test)]
@@ -113,6 +115,14 @@ pub(crate) struct State {
     dirty: bool,
     cpus: CpuMap,
     signaller: Box<dyn Signaller>,
+    /// Fair-share usage per user and account (state/priority.rs).
+    ledger: priority::Ledger,
+    /// Each pending job's user, account and QOS, for priorities (state/prepare.rs).
+    roster: prepare::Roster,
+    /// Each pending job's priority as of the last plan, by id.
+    priorities: Vec<(JobId, i64)>,
+    /// Fair-share usage halves every this many seconds (flexd.toml, as of the last plan).
+    half_life_s: u64,
     /// flexd's own effective uid.
     pub daemon_uid: u32,
 }
@@ -139,8 +149,18 @@ impl State {
             dirty: false,
             cpus,
             signaller,
+            ledger: priority::Ledger::default(),
+            roster: prepare::Roster::default(),
+            priorities: Vec::new(),
+            half_life_s: 0,
             daemon_uid,
         }
+    }
+
+    /// Fair-share usage as stored, at start-up.
+    pub(crate) fn load_usage(&mut self, s: &Settings, rows: Vec<crate::store::usage::UsageRow>) {
+        self.ledger = priority::Ledger::load(rows);
+        self.half_life_s = s.priority.half_life_s;
     }
 
     pub(crate) fn signaller(&self) -> &dyn Signaller {
@@ -262,11 +282,13 @@ impl State {
             alloc: None,
             supervisor_pid: None,
             master_port: None,
+            qos: j.spec.qos.clone(),
             q: Box::new(crate::store::Queueing {
                 throttle: q.array.as_ref().and_then(|a| a.throttle),
                 dependency: q.dependency.clone(),
                 hold: crate::store::Hold::submitted(q.hold),
                 requeue: q.requeue.unwrap_or(true),
+                nice: i64::from(j.spec.nice),
                 ..Default::default()
             }),
         };
@@ -318,19 +340,52 @@ impl State {
     }
 
     /// The input of a pass, so the core can run without the lock; None with an empty queue.
-    /// Dependencies are decided first: the core sees only jobs that may start.
+    /// Dependencies are decided first: the core sees only jobs that may start. Then priorities
+    /// and limits (state/priority.rs, state/prepare.rs): the core gets plain numbers and only
+    /// the jobs no limit holds back.
     pub(crate) fn plan(&mut self, s: &Settings, now: u64) -> Option<Plan> {
         self.refresh_dependencies(s, now);
         self.dirty = false;
         if self.pending.is_empty() {
             return None;
         }
+        let snapshot = self.pending.snapshot();
+        let (queue, held) = match prepare::prepare(&s.priority, self, &snapshot, now) {
+            // All weights 0 and no limits: the queue as it was, priorities as submitted.
+            None => {
+                self.priorities.clear();
+                (snapshot, Vec::new())
+            }
+            Some(p) => {
+                self.priorities = p.priorities;
+                (Arc::new(p.queue), p.held)
+            }
+        };
+        let submitted = match s.policy.order {
+            sched::Order::Submit => HashMap::new(),
+            _ => queue
+                .iter()
+                .map(|p| (p.id, self.jobs[&p.id].row.submit_time))
+                .collect(),
+        };
+        self.half_life_s = s.priority.half_life_s;
         Some(Plan {
             cluster: self.cluster.clone(),
-            queue: self.pending.snapshot(),
+            queue,
             running: self.running_for_core(now),
             now,
+            held,
+            submitted,
         })
+    }
+
+    /// A pending job's priority as of the last plan (its base priority when the last plan
+    /// computed none).
+    pub(super) fn priority_of(&self, r: &JobRow) -> i64 {
+        match self.priorities.binary_search_by_key(&r.id, |p| p.0) {
+            Ok(i) => self.priorities[i].1,
+            Err(_) => r.priority - r.q.nice,
+        }
     }
 
     /// Carry out what the core decided on a plan: start what it starts (unless the job left
@@ -447,6 +502,7 @@ impl State {
             signal: None,
             reason,
             cancelled_by: by,
+            charge: Vec::new(),
         })));
         self.dirty = true;
     }
@@ -469,6 +525,7 @@ impl State {
         j.row.signal = o.signal;
         j.row.reason = o.note.clone();
         let uid = j.row.uid;
+        let charge = self.ledger.charge(j, o.time, self.half_life_s);
         tracing::info!(
             "job {id}: {} (exit code {:?}, signal {:?})",
             o.state,
@@ -485,6 +542,7 @@ impl State {
             signal: o.signal,
             reason: o.note,
             cancelled_by: None,
+            charge,
         })));
         self.dirty = true;
         if let Some(hold) = requeue {
@@ -604,6 +662,10 @@ pub(crate) struct Plan {
     pub queue: Arc<Vec<PendingJob>>,
     pub running: Vec<RunningJob<Allocation>>,
     pub now: u64,
+    /// Jobs a limit holds back, with their reasons (not in `queue`).
+    pub held: Vec<sched::Pending>,
+    /// Submission times for the aging of the ordered policies (empty for `submit`).
+    pub submitted: HashMap<JobId, u64>,
 }
 
 /// Pending jobs, in queue order, that get an estimated start after each pass (the head always
@@ -614,7 +676,9 @@ pub(crate) const ESTIMATE_DEPTH: usize = 100;
 impl Plan {
     /// Run the scheduler core on it, with estimated starts for the first pending jobs.
     pub(crate) fn decide(&self, policy: &sched::Policy) -> Decisions<Allocation> {
-        let mut d = sched::schedule(&self.cluster, &self.queue, &self.running, self.now, policy);
+        let submitted = |p: &PendingJob| self.submitted.get(&p.id).copied().unwrap_or(self.now);
+        let (queue, running, now) = (&self.queue, &self.running, self.now);
+        let mut d = sched::schedule_with(&self.cluster, queue, running, now, policy, submitted);
         sched::estimate_starts(
             &self.cluster,
             &self.queue,
@@ -623,6 +687,7 @@ impl Plan {
             &mut d,
             ESTIMATE_DEPTH,
         );
+        d.pending.extend(self.held.iter().cloned());
         d
     }
 }

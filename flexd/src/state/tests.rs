@@ -61,6 +61,8 @@ fn spec(leaves: u32, queue: QueueOptions) -> JobSpec {
         queue: Box::new(queue),
         umask: None,
         signal: None,
+        qos: None,
+        nice: 0,
     }
 }
 

@@ -46,8 +46,12 @@ impl State {
             dependency: r.q.dependency.clone(),
             restarts: r.q.restarts,
             requeue: r.q.requeue,
-            priority: r.priority,
+            priority: match r.state {
+                JobState::Pending => self.priority_of(r),
+                _ => r.priority,
+            },
             nice: r.q.nice,
+            qos: r.qos.clone(),
         }
     }
 

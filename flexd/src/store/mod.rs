@@ -9,6 +9,7 @@
 pub mod acct;
 pub(crate) mod queueing;
 pub mod schema;
+pub(crate) mod usage;
 pub(crate) mod writer;
 
 use flex_proto::{AllocView, JobSpec, JobState, LeafView};
@@ -187,6 +188,8 @@ impl NewJob {
                 stderr: None,
                 request: ResourceRequest::leaves(1, 60),
                 account: None,
+                qos: None,
+                nice: 0,
                 queue: Default::default(),
                 umask: None,
                 signal: None,
@@ -318,6 +321,8 @@ pub(crate) struct JobRow {
     pub alloc: Option<Box<StoredAlloc>>,
     pub supervisor_pid: Option<u32>,
     pub master_port: Option<u16>,
+    /// Its QOS; None for flexd's default_qos.
+    pub qos: Option<String>,
     /// Arrays, dependencies, holds and requeues; boxed, most jobs have the defaults.
     pub q: Box<Queueing>,
 }
@@ -422,9 +427,10 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
         "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, env_id, workdir,
             submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
             cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
-            array_task, array_spec, dependency, hold, requeue, umask, warn_signal)
+            array_task, array_spec, dependency, hold, requeue, umask, warn_signal, qos, nice)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, 'PENDING', ?21, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)",
+            ?18, ?19, ?20, 'PENDING', ?21, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29,
+            ?30)",
     )?;
     st.execute(params![
         j.spec.name,
@@ -462,6 +468,8 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
             .signal
             .as_ref()
             .map(|w| serde_json::to_string(w).expect("signals serialize")),
+        j.spec.qos,
+        j.spec.nice,
     ])?;
     let id = JobId(tx.last_insert_rowid() as u64);
     event(tx, id, j.submit_time, None, JobState::Pending, None)?;
@@ -543,7 +551,7 @@ pub(crate) fn event(
 const ROW_COLUMNS: &str = "id, name, uid, gid, user, account, request, priority, state,
     submit_time, start_time, end_time, exit_code, signal, reason, allocation, supervisor_pid,
     master_port, array_job, array_task, json_extract(array_spec, '$.throttle'), dependency, hold,
-    requeue, restarts, requeue_requested, nice";
+    requeue, restarts, requeue_requested, nice, qos";
 
 fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
     let id: i64 = r.get(0)?;
@@ -576,6 +584,7 @@ fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
             .transpose()?,
         supervisor_pid: r.get(16)?,
         master_port: r.get(17)?,
+        qos: r.get(27)?,
         q: Box::new(queueing::from_row(id, r, 18)?),
     })
 }

@@ -121,11 +121,12 @@ pub(super) fn insert_tasks(
         "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, env_id, workdir,
             submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
             cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
-            array_job, array_task, array_spec, dependency, hold, requeue, umask, warn_signal)
+            array_job, array_task, array_spec, dependency, hold, requeue, umask, warn_signal,
+            qos, nice)
          SELECT name, uid, gid, user, account, script, args, env, env_id, workdir,
             submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
             cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
-            id, ?2, array_spec, dependency, hold, requeue, umask, warn_signal
+            id, ?2, array_spec, dependency, hold, requeue, umask, warn_signal, qos, nice
          FROM jobs WHERE id = ?1",
     )?;
     for (k, &index) in rest.iter().enumerate() {

@@ -5,11 +5,11 @@
 use rusqlite::{Connection, Transaction};
 
 /// The version this build writes.
-pub const VERSION: u32 = 7;
+pub const VERSION: u32 = 8;
 
 /// Migration `i` brings a database at version `i` to `i + 1`.
 const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] =
-    [v1, v2, v3, v4, v5, v6, v7];
+    [v1, v2, v3, v4, v5, v6, v7, fairshare];
 
 /// Why a database cannot be brought up to date.
 #[derive(Debug, thiserror::Error)]
@@ -205,4 +205,21 @@ fn v6(tx: &Transaction) -> rusqlite::Result<()> {
 /// sbatch's `--signal` (JSON `{signal, before_s, batch_only}`; NULL: none asked).
 fn v7(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch("ALTER TABLE jobs ADD COLUMN warn_signal TEXT;")
+}
+
+/// Fair share (one step, named for what it adds so that it can take any number when branches
+/// meet): each job's QOS (NULL for jobs stored before: the default QOS), and the decayed usage
+/// of each user and account in compute slice-seconds as of `at`, written with the job ends that
+/// charge it (see `store::usage`).
+fn fairshare(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "ALTER TABLE jobs ADD COLUMN qos TEXT;
+        CREATE TABLE usage (
+            kind TEXT NOT NULL,            -- 'user' or 'account'
+            name TEXT NOT NULL,
+            slice_seconds REAL NOT NULL,   -- decayed to `at`
+            at INTEGER NOT NULL,           -- seconds since the epoch
+            PRIMARY KEY (kind, name)
+        ) WITHOUT ROWID;",
+    )
 }

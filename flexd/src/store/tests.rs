@@ -16,6 +16,8 @@ fn spec(name: &str) -> JobSpec {
         stderr: None,
         request: ResourceRequest::leaves(2, 600),
         account: Some("proj".into()),
+        qos: None,
+        nice: 0,
         queue: Default::default(),
         umask: None,
         signal: None,
@@ -201,6 +203,7 @@ fn one_bad_change_does_not_fail_its_batch() {
             signal: None,
             reason: None,
             cancelled_by: None,
+            charge: Vec::new(),
         }),
         Done::Then(Box::new(move |r| t2.send(r).unwrap())),
     );
@@ -266,6 +269,7 @@ fn starts_and_ends_are_recorded_and_loaded() {
             signal: Some(15),
             reason: None,
             cancelled_by: None,
+            charge: Vec::new(),
         }),
         Done::Nothing,
     );

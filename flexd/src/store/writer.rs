@@ -6,6 +6,7 @@
 //! changes are retried one transaction each, so one bad change does not fail the others.
 
 use super::queueing::{self, Hold, Update};
+use super::usage::UsageRow;
 use super::{event, insert_job, start_job, state_name, Envs, NewJob, StoreError, StoredAlloc};
 use flex_proto::JobState;
 use gres_plugin::JobId;
@@ -29,6 +30,9 @@ pub(crate) struct End {
     pub reason: Option<String>,
     /// Who cancelled it, when someone did.
     pub cancelled_by: Option<u32>,
+    /// The fair-share usage its run leaves its user and account with (none if it never ran),
+    /// written in the same transaction as the end.
+    pub charge: Vec<UsageRow>,
 }
 
 /// One change to the database.
@@ -263,6 +267,7 @@ fn apply(tx: &Transaction, envs: &mut Envs, op: &Op) -> Result<Option<JobId>, St
                 e.cancelled_by,
             ])?;
             event(tx, e.job, e.time, Some(e.from), e.to, e.reason.as_deref())?;
+            super::usage::save(tx, &e.charge)?;
         }
         Op::Hold { job, hold } => queueing::set_hold(tx, *job, *hold)?,
         Op::RequeueRequested { job, hold } => queueing::set_requeue_requested(tx, *job, *hold)?,

@@ -38,6 +38,12 @@ pub struct JobSpec {
     /// `--signal`: a signal sent before the time limit (left out when none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<Box<WarnSignal>>,
+    /// The quality of service (`--qos`); None for flexd's default_qos (left out when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qos: Option<String>,
+    /// `--nice`: subtracted from the job's priority (negative only for root; left out when 0).
+    #[serde(default, skip_serializing_if = "is_zero_i32")]
+    pub nice: i32,
 }
 
 /// sbatch's `--signal=[B:]SIG[@SECONDS]`: send `signal` `before_s` seconds before the job's
@@ -50,6 +56,10 @@ pub struct WarnSignal {
 }
 
 pub(crate) fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_i32(n: &i32) -> bool {
     *n == 0
 }
 
@@ -249,10 +259,15 @@ pub struct JobView {
     pub restarts: u32,
     #[serde(default)]
     pub requeue: bool,
+    /// A pending job's priority as of the last pass (flexq's `%Q`); another job's base
+    /// priority.
     #[serde(default)]
     pub priority: i64,
     #[serde(default)]
     pub nice: i64,
+    /// Its quality of service.
+    #[serde(default)]
+    pub qos: Option<String>,
 }
 
 /// A task of an array: the array's job id (the id flexsub printed) and its index.

@@ -63,9 +63,76 @@ pub enum Request {
     /// Accounting records from the database (flexacct, flexreport); answered with
     /// [`Response::Accounting`]. Users other than root see only their own jobs.
     Accounting(AcctQuery),
+    /// Each pending job's priority factors (flexprio); answered with [`Response::Priority`].
+    Priority(PrioQuery),
+    /// Users' and accounts' shares, usage and fair-share factors (flexshare); answered with
+    /// [`Response::Shares`].
+    Shares(ShareQuery),
     /// flexcontrol: hold, release, requeue or update jobs (answered with
     /// [`Response::Controlled`]), or show them (answered with [`Response::Queue`]).
     Control(ControlRequest),
+}
+
+/// Which pending jobs flexprio shows; empty lists mean all.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrioQuery {
+    pub users: Vec<String>,
+    pub jobs: Vec<JobId>,
+}
+
+/// One pending job's priority and its factors (each from 0 to 1) with their weights applied.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PrioRow {
+    pub job: JobId,
+    pub user: String,
+    pub account: String,
+    pub qos: String,
+    pub priority: i64,
+    /// Weight × factor, as added into `priority`.
+    pub age: f64,
+    pub fairshare: f64,
+    pub job_size: f64,
+    pub qos_part: f64,
+    /// `--nice`, subtracted.
+    pub nice: i32,
+}
+
+/// The weights flexprio prints above its rows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrioWeights {
+    pub age: u32,
+    pub fairshare: u32,
+    pub job_size: u32,
+    pub qos: u32,
+}
+
+/// The answer to [`Request::Priority`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PrioReply {
+    pub weights: PrioWeights,
+    pub jobs: Vec<PrioRow>,
+}
+
+/// Which users flexshare shows; empty means all it knows of.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareQuery {
+    pub users: Vec<String>,
+}
+
+/// One account, or one user (with the account it is charged to), as flexshare shows it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ShareRow {
+    pub account: String,
+    /// None for the account's own row.
+    pub user: Option<String>,
+    pub raw_shares: u32,
+    /// Of all shares at its level (0 to 1).
+    pub norm_shares: f64,
+    /// Decayed usage in slice-hours (a 1g leaf for an hour is 1).
+    pub raw_usage: f64,
+    /// Of all usage at its level (0 to 1).
+    pub effective_usage: f64,
+    pub fairshare: f64,
 }
 
 /// What flexcontrol asks for, on which jobs (`12`, `12_3`, `12_[3-5]`).
@@ -275,6 +342,8 @@ pub enum Response {
     Pong,
     Error(ErrorReply),
     Accounting(AcctReply),
+    Priority(PrioReply),
+    Shares(Vec<ShareRow>),
     Controlled(Vec<ControlOutcome>),
 }
 

@@ -311,6 +311,8 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
         stderr: s.stderr.clone(),
         request,
         account: s.account.clone(),
+        qos: s.qos.clone(),
+        nice: s.nice.unwrap_or(0),
         queue: Box::new(s.queue.clone()),
         umask: Some(submit_umask()),
         signal: s.signal.map(Box::new),

@@ -48,6 +48,8 @@ fn file_name(m: &Msg) -> &'static str {
             Request::Ping => "request-ping.bin",
             Request::JobEnded(flex_proto::JobEndedRequest { .. }) => "request-job-ended.bin",
             Request::Accounting(_) => "request-accounting.bin",
+            Request::Priority(_) => "request-priority.bin",
+            Request::Shares(_) => "request-shares.bin",
             Request::Control(_) => "request-control.bin",
         },
         Msg::Response(r) => match r {
@@ -61,6 +63,8 @@ fn file_name(m: &Msg) -> &'static str {
             Response::Pong => "response-pong.bin",
             Response::Error(_) => "response-error.bin",
             Response::Accounting(_) => "response-accounting.bin",
+            Response::Priority(_) => "response-priority.bin",
+            Response::Shares(_) => "response-shares.bin",
             Response::Controlled(_) => "response-controlled.bin",
         },
     }
@@ -92,6 +96,8 @@ fn spec() -> JobSpec {
             placement: None,
         },
         account: Some("vision".into()),
+        qos: None,
+        nice: 0,
         queue: Default::default(),
         umask: None,
         signal: None,
@@ -193,6 +199,7 @@ pub fn samples() -> Vec<Msg> {
         requeue: false,
         priority: 0,
         nice: 0,
+        qos: None,
     };
     let ended = JobView {
         id: JobId(40),
@@ -253,6 +260,8 @@ pub fn samples() -> Vec<Msg> {
         Msg::Request(Request::TestOnly(JobSpec {
             request: fraction(),
             account: None,
+            qos: None,
+            nice: 0,
             umask: None,
             signal: None,
             stdout: None,
@@ -361,6 +370,42 @@ pub fn samples() -> Vec<Msg> {
             jobs: vec![record],
             more: true,
         })),
+        Msg::Request(Request::Priority(flex_proto::PrioQuery {
+            users: vec!["ann".into()],
+            jobs: vec![JobId(42)],
+        })),
+        Msg::Request(Request::Shares(flex_proto::ShareQuery {
+            users: vec!["ann".into()],
+        })),
+        Msg::Response(Response::Priority(flex_proto::PrioReply {
+            weights: flex_proto::PrioWeights {
+                age: 1000,
+                fairshare: 10000,
+                job_size: 0,
+                qos: 10000,
+            },
+            jobs: vec![flex_proto::PrioRow {
+                job: JobId(42),
+                user: "ann".into(),
+                account: "vision".into(),
+                qos: "normal".into(),
+                priority: 5500,
+                age: 500.0,
+                fairshare: 5000.0,
+                job_size: 0.0,
+                qos_part: 0.0,
+                nice: 0,
+            }],
+        })),
+        Msg::Response(Response::Shares(vec![flex_proto::ShareRow {
+            account: String::new(),
+            user: Some("ann".into()),
+            raw_shares: 1,
+            norm_shares: 0.5,
+            raw_usage: 2.5,
+            effective_usage: 0.25,
+            fairshare: 0.625,
+        }])),
     ]
 }
 

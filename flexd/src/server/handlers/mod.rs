@@ -8,6 +8,7 @@ pub(crate) mod cancel;
 pub(crate) mod control;
 pub(crate) mod job_ended;
 pub(crate) mod leaf_map;
+pub(crate) mod priority;
 pub(crate) mod queue;
 pub(crate) mod submit;
 pub(crate) mod test_only;

@@ -5,6 +5,7 @@
 use super::{err, Peer};
 use crate::config::Settings;
 use crate::server::Shared;
+use crate::state::priority;
 use crate::state::State;
 use crate::store::NewJob;
 use flex_proto::{DepTerm, ErrorKind, JobSpec, Response};
@@ -185,20 +186,64 @@ pub(crate) fn prepare_submit(
             ),
         ));
     }
+    let (spec, limited) = check_qos(s, st, peer, spec, tasks)?;
     st.begin_submission(peer.uid, tasks);
+    // A job a limit may hold back goes through a pass, where limits are decided; so does one
+    // that waits for eligibility (an array, a dependency, a hold).
     let q = &spec.queue;
-    let plain = q.array.is_none() && q.dependency.is_none() && !q.hold;
+    let plain = q.array.is_none() && q.dependency.is_none() && !q.hold && !limited;
     let start = plain.then(|| st.start_now(s, &spec.request, now)).flatten();
     Ok(NewJob {
         account: spec.account.clone().unwrap_or_default(),
-        spec,
         uid: peer.uid,
         gid: peer.gid,
         user: peer.user.clone(),
         priority: 0,
+        spec,
         submit_time: now,
         start,
     })
+}
+
+/// The job's QOS (named in the spec from here on), its nice and its submit limit (every task
+/// of an array counts); whether a running limit (of its QOS or its account) may hold it back.
+fn check_qos(
+    s: &Settings,
+    st: &State,
+    peer: &Peer,
+    mut spec: JobSpec,
+    tasks: u32,
+) -> Result<(JobSpec, bool), Response> {
+    let cfg = &s.priority;
+    if spec.nice < 0 && peer.uid != 0 {
+        return Err(err(
+            ErrorKind::PermissionDenied,
+            format!("only root may give a negative nice ({})", spec.nice),
+        ));
+    }
+    let (name, q) = cfg
+        .qos_for(spec.qos.as_deref(), &peer.user, spec.request.time_limit_s)
+        .map_err(|m| err(ErrorKind::InvalidRequest, m))?;
+    let max = q.max_submit_jobs_per_user;
+    let queued = priority::queued_in_qos(cfg, st, peer.uid, name);
+    if max > 0 && u64::from(queued) + u64::from(tasks) > u64::from(max) {
+        return Err(err(
+            ErrorKind::LimitExceeded,
+            format!(
+                "{} already has {queued} jobs in qos {name}, and this submission adds {tasks} \
+                 (max_submit_jobs_per_user = {max}; QOSMaxSubmitJobPerUserLimit)",
+                peer.user
+            ),
+        ));
+    }
+    let limited = q.max_running_leaves_per_user > 0
+        || q.max_running_jobs_per_user > 0
+        || spec
+            .account
+            .as_ref()
+            .is_some_and(|a| cfg.account_limits.contains_key(a));
+    spec.qos = Some(name.to_string());
+    Ok((spec, limited))
 }
 
 /// How many jobs a submission makes (the tasks of an array; checked against
