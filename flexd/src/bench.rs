@@ -74,7 +74,7 @@ impl PassBench {
         state.load_usage(&settings, usage.collect());
         let mut add = |id: u64, uid: u32, leaves: u32, at: u64| {
             let job = job(uid, leaves, at);
-            state.begin_submission(uid, 1);
+            state.begin_submission(uid, None, 1);
             state.add_submitted(&settings, JobId(id), job);
         };
         for i in 0..jobs {

@@ -97,7 +97,8 @@ impl State {
         };
         let from = j.row.state;
         // Its end gave the user's count back; it is queued again.
-        *self.queued.entry(j.row.uid).or_insert(0) += 1;
+        let qos = super::count::qos_key(j.row.qos.as_deref());
+        self.queued.add(j.row.uid, qos, 1);
         let r = &mut j.row;
         r.state = JobState::Pending;
         r.start_time = None;

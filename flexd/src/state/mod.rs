@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 pub(crate) mod control;
+mod count;
 mod depend;
 mod eligible;
 mod prepare;
@@ -106,8 +107,9 @@ pub(crate) struct State {
     /// What the last pass said about each job it left waiting, by id.
     waiting: Vec<sched::Pending>,
     running: BTreeSet<JobId>,
-    /// Pending and running jobs per uid, plus submissions on their way to the database.
-    queued: HashMap<u32, u32>,
+    /// Pending and running jobs per uid and QOS, plus submissions on their way to the
+    /// database.
+    queued: count::Queued,
     /// Submissions prepared and not yet committed (or failed).
     in_flight: usize,
     outbox: Vec<Effect>,
@@ -143,7 +145,7 @@ impl State {
             dep_waiting: BTreeSet::new(),
             waiting: Vec::new(),
             running: BTreeSet::new(),
-            queued: HashMap::new(),
+            queued: count::Queued::default(),
             in_flight: 0,
             outbox: Vec::new(),
             dirty: false,
@@ -203,31 +205,47 @@ impl State {
 
     /// Jobs the user has pending or running, or on their way in.
     pub(crate) fn queued_by(&self, uid: u32) -> u32 {
-        self.queued.get(&uid).copied().unwrap_or(0)
+        self.queued.by_user(uid)
     }
 
-    /// Count a submission of `tasks` jobs against its user's limit before it is committed.
-    pub(crate) fn begin_submission(&mut self, uid: u32, tasks: u32) {
-        *self.queued.entry(uid).or_insert(0) += tasks;
+    /// Jobs the user has pending or running in QOS `qos` (the default QOS when `default`), or
+    /// on their way in.
+    pub(crate) fn queued_in_qos(&self, uid: u32, qos: &str, default: bool) -> u32 {
+        self.queued.in_qos(uid, qos, default)
+    }
+
+    /// Count a submission of `tasks` jobs in QOS `qos` against its user's limits before it is
+    /// committed.
+    pub(crate) fn begin_submission(&mut self, uid: u32, qos: Option<&str>, tasks: u32) {
+        self.queued.add(uid, count::qos_key(qos), tasks);
         self.in_flight += 1;
     }
 
     /// A submission that could not be committed: give back its count and its resources.
-    pub(crate) fn abandon_submission(&mut self, uid: u32, tasks: u32, start: Option<&StoredAlloc>) {
+    pub(crate) fn abandon_submission(
+        &mut self,
+        uid: u32,
+        qos: Option<&str>,
+        tasks: u32,
+        start: Option<&StoredAlloc>,
+    ) {
         self.in_flight = self.in_flight.saturating_sub(1);
-        if let Some(n) = self.queued.get_mut(&uid) {
-            *n = n.saturating_sub(tasks);
-        }
+        self.queued.remove(uid, count::qos_key(qos), tasks);
         if let Some(a) = start {
             self.cluster.release(&a.placement);
         }
         self.dirty = true;
     }
 
-    fn unreserve(&mut self, uid: u32) {
-        if let Some(n) = self.queued.get_mut(&uid) {
-            *n = n.saturating_sub(1);
-        }
+    /// A job left the queue for good (it ended): its user's counts go down.
+    fn unreserve(&mut self, id: JobId) {
+        let r = &self.jobs[&id].row;
+        self.queued.remove(r.uid, count::qos_key(r.qos.as_deref()), 1);
+    }
+
+    /// A job joined the queue (recovered, requeued): its user's counts go up.
+    fn reserve(&mut self, r: &JobRow) {
+        self.queued.add(r.uid, count::qos_key(r.qos.as_deref()), 1);
     }
 
     /// With an empty queue a submission need not wait for a pass: ask the core about the
@@ -491,8 +509,7 @@ impl State {
         j.row.state = to;
         j.row.end_time = Some(now);
         j.row.reason = reason.clone();
-        let uid = j.row.uid;
-        self.unreserve(uid);
+        self.unreserve(id);
         self.outbox.push(Effect::Write(Op::End(End {
             job: id,
             from: JobState::Pending,
@@ -524,7 +541,6 @@ impl State {
         j.row.exit_code = o.exit_code;
         j.row.signal = o.signal;
         j.row.reason = o.note.clone();
-        let uid = j.row.uid;
         let charge = self.ledger.charge(j, o.time, self.half_life_s);
         tracing::info!(
             "job {id}: {} (exit code {:?}, signal {:?})",
@@ -532,7 +548,7 @@ impl State {
             o.exit_code,
             o.signal
         );
-        self.unreserve(uid);
+        self.unreserve(id);
         self.outbox.push(Effect::End(Op::End(End {
             job: id,
             from: JobState::Running,

@@ -254,13 +254,6 @@ pub(crate) fn prio_row(cfg: &PriorityConfig, f: &Factors, j: &Job) -> PrioRow {
     }
 }
 
-/// Jobs of `uid` in QOS `qos` that are pending or running (for max_submit_jobs_per_user).
-pub(crate) fn queued_in_qos(cfg: &PriorityConfig, st: &State, uid: u32, qos: &str) -> u32 {
-    let in_qos = |j: &&Job| j.row.qos.as_deref().unwrap_or(&cfg.default_qos) == qos;
-    let n = pending_jobs(st).chain(st.running_jobs());
-    n.filter(|j| j.row.uid == uid).filter(in_qos).count() as u32
-}
-
 pub(crate) fn pending_jobs(st: &State) -> impl Iterator<Item = &Job> {
     st.jobs()
         .filter(|j| j.row.state == flex_proto::JobState::Pending)

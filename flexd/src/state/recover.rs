@@ -45,7 +45,7 @@ impl State {
             };
             match state {
                 JobState::Pending => {
-                    *self.queued.entry(job.row.uid).or_insert(0) += 1;
+                    self.reserve(&job.row);
                     self.jobs.insert(id, Box::new(job));
                     self.enqueue(id);
                 }
@@ -68,7 +68,7 @@ impl State {
         gone: &mut impl FnMut(&JobRow),
     ) {
         let id = job.row.id;
-        *self.queued.entry(job.row.uid).or_insert(0) += 1;
+        self.reserve(&job.row);
         let found = find(&job.row);
         let adopted = match (&found, &job.row.alloc) {
             (Found::Alive(pid), Some(a)) => self.reoccupy(a).map(|al| (al, *pid)),

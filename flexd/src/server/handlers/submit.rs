@@ -5,7 +5,6 @@
 use super::{err, Peer};
 use crate::config::Settings;
 use crate::server::Shared;
-use crate::state::priority;
 use crate::state::State;
 use crate::store::NewJob;
 use flex_proto::{DepTerm, ErrorKind, JobSpec, Response};
@@ -24,6 +23,7 @@ pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now:
     };
     // Kept to give its resources back if the commit fails.
     let (uid, start, tasks) = (job.uid, job.start.clone(), task_count(&job.spec));
+    let qos = job.spec.qos.clone();
     match shared.writer.submit(job).await {
         Ok(Ok((id, job))) => {
             tracing::debug!("job {id}: submitted by {} (uid {})", peer.user, peer.uid);
@@ -35,7 +35,7 @@ pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now:
                 Ok(Err(e)) => e,
                 _ => "the database writer has stopped".into(),
             };
-            shared.with_core(|c| c.state.abandon_submission(uid, tasks, start.as_ref()));
+            shared.with_core(|c| c.state.abandon_submission(uid, qos.as_deref(), tasks, start.as_ref()));
             Response::error(ErrorKind::Internal, format!("cannot store the job: {e}"))
         }
     }
@@ -187,7 +187,7 @@ pub(crate) fn prepare_submit(
         ));
     }
     let (spec, limited) = check_qos(s, st, peer, spec, tasks)?;
-    st.begin_submission(peer.uid, tasks);
+    st.begin_submission(peer.uid, spec.qos.as_deref(), tasks);
     // A job a limit may hold back goes through a pass, where limits are decided; so does one
     // that waits for eligibility (an array, a dependency, a hold).
     let q = &spec.queue;
@@ -225,7 +225,7 @@ fn check_qos(
         .qos_for(spec.qos.as_deref(), &peer.user, spec.request.time_limit_s)
         .map_err(|m| err(ErrorKind::InvalidRequest, m))?;
     let max = q.max_submit_jobs_per_user;
-    let queued = priority::queued_in_qos(cfg, st, peer.uid, name);
+    let queued = st.queued_in_qos(peer.uid, name, name == cfg.default_qos);
     if max > 0 && u64::from(queued) + u64::from(tasks) > u64::from(max) {
         return Err(err(
             ErrorKind::LimitExceeded,
