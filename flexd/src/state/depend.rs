@@ -3,7 +3,7 @@
 //! task N of the other array). What can never hold stays pending as DependencyNeverSatisfied,
 //! or is cancelled with `kill_invalid_depend`.
 
-use super::eligible::{group_id, Deps, Group};
+use super::eligible::{group_id, Deps};
 use super::{Job, State};
 use crate::config::Settings;
 use flex_proto::{DepKind, DepTerm, JobRef, JobState, TaskRange};
@@ -20,7 +20,7 @@ impl State {
                 self.refresh_tasks(s, gid, now);
                 continue;
             }
-            let Some(first) = self.groups.get(&gid).and_then(Group::first_pending) else {
+            let Some(first) = self.groups.get(&gid).and_then(|g| g.first_pending()) else {
                 self.dep_waiting.remove(&gid);
                 continue;
             };
@@ -50,7 +50,7 @@ impl State {
     /// whose dependency now holds join its reserve.
     fn refresh_tasks(&mut self, s: &Settings, gid: JobId, now: u64) {
         let (mut ready, mut never) = (Vec::new(), Vec::new());
-        for &id in &self.groups[&gid].blocked {
+        for &id in self.groups[&gid].blocked.iter() {
             match self.evaluate(&self.jobs[&id]) {
                 Deps::Ok => ready.push(id),
                 Deps::Never(why) => never.push((id, why)),
@@ -176,7 +176,7 @@ impl State {
     pub(super) fn depended_on(&self) -> BTreeSet<JobId> {
         let mut out = BTreeSet::new();
         for gid in &self.dep_waiting {
-            let Some(first) = self.groups.get(gid).and_then(Group::first_pending) else {
+            let Some(first) = self.groups.get(gid).and_then(|g| g.first_pending()) else {
                 continue;
             };
             for t in self.jobs[&first]

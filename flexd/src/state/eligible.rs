@@ -8,7 +8,7 @@ use super::{Job, State};
 use crate::store::Hold;
 use flex_proto::{DepKind, DepTerm, JobRef, JobState};
 use gres_plugin::JobId;
-use std::collections::BTreeSet;
+use super::taskset::TaskSet;
 
 /// Where a group's dependency stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,16 +23,16 @@ pub(crate) enum Deps {
 #[derive(Debug)]
 pub(crate) struct Group {
     /// Every pending task, held ones too.
-    pending: BTreeSet<JobId>,
+    pending: TaskSet,
     /// Pending tasks in the core's queue.
-    queued: BTreeSet<JobId>,
+    queued: TaskSet,
     /// Eligible pending tasks waiting for room in the core's queue.
-    pub(super) reserve: BTreeSet<JobId>,
+    pub(super) reserve: TaskSet,
     /// With `aftercorr`, each task's dependency is its own: unheld pending tasks whose
     /// dependency waits, and those whose dependency can never hold.
     pub(super) per_task: bool,
-    pub(super) blocked: BTreeSet<JobId>,
-    pub(super) never: BTreeSet<JobId>,
+    pub(super) blocked: TaskSet,
+    pub(super) never: TaskSet,
     running: u32,
     throttle: Option<u32>,
     /// Most tasks that could run at once on this cluster, plus one.
@@ -48,10 +48,10 @@ impl Group {
 
     /// The lowest pending task: where flexq shows the group's pending tasks as one row.
     pub(crate) fn first_pending(&self) -> Option<JobId> {
-        self.pending.first().copied()
+        self.pending.first()
     }
 
-    pub(crate) fn pending(&self) -> &BTreeSet<JobId> {
+    pub(crate) fn pending(&self) -> &TaskSet {
         &self.pending
     }
 
@@ -107,18 +107,18 @@ impl State {
                 }
                 _ => Deps::Ok,
             };
-            let g = Group {
-                pending: BTreeSet::new(),
-                queued: BTreeSet::new(),
-                reserve: BTreeSet::new(),
+            let g = Box::new(Group {
+                pending: TaskSet::default(),
+                queued: TaskSet::default(),
+                reserve: TaskSet::default(),
                 per_task,
-                blocked: BTreeSet::new(),
-                never: BTreeSet::new(),
+                blocked: TaskSet::default(),
+                never: TaskSet::default(),
                 running: 0,
                 throttle: j.row.q.throttle,
                 cap: self.cap(&j.row.request),
                 deps,
-            };
+            });
             self.groups.insert(gid, g);
         }
         let g = self.groups.get_mut(&gid).expect("just made");
@@ -148,17 +148,19 @@ impl State {
         let gid = group_id(&self.jobs[&id]);
         let throttle = self.jobs[&id].row.q.throttle;
         let cap = self.cap(&self.jobs[&id].row.request);
-        let g = self.groups.entry(gid).or_insert_with(|| Group {
-            pending: BTreeSet::new(),
-            queued: BTreeSet::new(),
-            reserve: BTreeSet::new(),
+        let g = self.groups.entry(gid).or_insert_with(|| {
+            Box::new(Group {
+            pending: TaskSet::default(),
+            queued: TaskSet::default(),
+            reserve: TaskSet::default(),
             per_task: false,
-            blocked: BTreeSet::new(),
-            never: BTreeSet::new(),
+            blocked: TaskSet::default(),
+            never: TaskSet::default(),
             running: 0,
             throttle,
-            cap,
-            deps: Deps::Ok,
+                cap,
+                deps: Deps::Ok,
+            })
         });
         g.running += 1;
     }
@@ -246,7 +248,7 @@ impl State {
     }
 
     pub(crate) fn group(&self, gid: JobId) -> Option<&Group> {
-        self.groups.get(&gid)
+        self.groups.get(&gid).map(|g| &**g)
     }
 
     /// The ids of array `job`'s tasks (those still in memory), or None when it is no array.

@@ -29,6 +29,7 @@ mod prepare;
 pub(crate) mod priority;
 mod queue;
 mod recover;
+mod taskset;
 #[cfg(test)]
 mod tests;
 mod view;
@@ -99,7 +100,8 @@ pub(crate) struct State {
     /// The queue as the core takes it: eligible pending jobs, a few per array.
     pending: Queue,
     /// Pending and running jobs by submission (a job, or an array): see [`eligible`].
-    groups: BTreeMap<JobId, Group>,
+    /// Boxed: most groups are one job, and B-tree nodes of large values run half empty.
+    groups: BTreeMap<JobId, Box<Group>>,
     /// Arrays in memory: job id → how many ids from it its tasks span.
     arrays: BTreeMap<JobId, u64>,
     /// Groups whose dependency is not decided yet.
@@ -301,7 +303,7 @@ impl State {
             supervisor_pid: None,
             master_port: None,
             qos: j.spec.qos.clone(),
-            q: Box::new(crate::store::Queueing {
+            q: crate::store::Q::new(crate::store::Queueing {
                 throttle: q.array.as_ref().and_then(|a| a.throttle),
                 dependency: q.dependency.clone(),
                 hold: crate::store::Hold::submitted(q.hold),

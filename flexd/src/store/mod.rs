@@ -15,7 +15,7 @@ pub(crate) mod writer;
 use flex_proto::{AllocView, JobSpec, JobState, LeafView};
 use flex_sched::Allocation;
 use gres_plugin::{HostId, HostModel, JobId, Request as ResourceRequest};
-pub(crate) use queueing::{Hold, Queueing, Update};
+pub(crate) use queueing::{Hold, Queueing, Update, Q};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -323,8 +323,8 @@ pub(crate) struct JobRow {
     pub master_port: Option<u16>,
     /// Its QOS; None for flexd's default_qos.
     pub qos: Option<String>,
-    /// Arrays, dependencies, holds and requeues; boxed, most jobs have the defaults.
-    pub q: Box<Queueing>,
+    /// Arrays, dependencies, holds and requeues (allocated only when not the defaults).
+    pub q: Q,
 }
 
 /// What a supervisor needs from the submission to run the job.
@@ -585,7 +585,7 @@ fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
         supervisor_pid: r.get(16)?,
         master_port: r.get(17)?,
         qos: r.get(27)?,
-        q: Box::new(queueing::from_row(id, r, 18)?),
+        q: Q::new(queueing::from_row(id, r, 18)?),
     })
 }
 

@@ -71,18 +71,52 @@ pub(crate) struct Queueing {
     pub nice: i64,
 }
 
+/// What a job has unless it was submitted or changed otherwise.
+static DEFAULTS: Queueing = Queueing {
+    array: None,
+    throttle: None,
+    dependency: None,
+    hold: Hold::None,
+    requeue: true,
+    restarts: 0,
+    requeue_requested: None,
+    nice: 0,
+};
+
 impl Default for Queueing {
     fn default() -> Self {
-        Queueing {
-            array: None,
-            throttle: None,
-            dependency: None,
-            hold: Hold::None,
-            requeue: true,
-            restarts: 0,
-            requeue_requested: None,
-            nice: 0,
-        }
+        DEFAULTS.clone()
+    }
+}
+
+/// A job's [`Queueing`], allocated only once it differs from the defaults: most jobs are no
+/// array, have no dependency and are never held or requeued, and a long queue then costs no
+/// allocation per job for it. Reads see the defaults; the first write makes the job its own.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Q(Option<Box<Queueing>>);
+
+impl Q {
+    pub(crate) fn new(q: Queueing) -> Q {
+        Q((q != DEFAULTS).then(|| Box::new(q)))
+    }
+}
+
+impl std::ops::Deref for Q {
+    type Target = Queueing;
+    fn deref(&self) -> &Queueing {
+        self.0.as_deref().unwrap_or(&DEFAULTS)
+    }
+}
+
+impl std::ops::DerefMut for Q {
+    fn deref_mut(&mut self) -> &mut Queueing {
+        self.0.get_or_insert_with(|| Box::new(DEFAULTS.clone()))
+    }
+}
+
+impl PartialEq for Q {
+    fn eq(&self, other: &Q) -> bool {
+        **self == **other
     }
 }
 
