@@ -30,17 +30,19 @@ impl Queued {
 
     /// `n` fewer (never below 0); users and QOS that reach 0 are forgotten.
     pub(crate) fn remove(&mut self, uid: u32, qos: &str, n: u32) {
+        let key = (uid, Box::<str>::from(qos));
+        let Some(c) = self.by_qos.get_mut(&key) else {
+            return;
+        };
+        let n = n.min(*c);
+        *c -= n;
+        if *c == 0 {
+            self.by_qos.remove(&key);
+        }
         if let Some(c) = self.by_uid.get_mut(&uid) {
             *c = c.saturating_sub(n);
             if *c == 0 {
                 self.by_uid.remove(&uid);
-            }
-        }
-        let key = (uid, Box::<str>::from(qos));
-        if let Some(c) = self.by_qos.get_mut(&key) {
-            *c = c.saturating_sub(n);
-            if *c == 0 {
-                self.by_qos.remove(&key);
             }
         }
     }

@@ -371,14 +371,24 @@ impl State {
         }
         let snapshot = self.pending.snapshot();
         let (queue, held) = match prepare::prepare(&s.priority, self, &snapshot, now) {
-            // All weights 0 and no limits: the queue as it was, priorities as submitted.
+            // All weights 0 and no limits: the queue as it was, priorities as submitted (given
+            // back when an earlier pass, before flexd.toml changed, wrote others in).
+            None if self.priorities.is_empty() => (snapshot, Vec::new()),
             None => {
                 self.priorities.clear();
-                (snapshot, Vec::new())
+                let bases: Vec<i64> = snapshot.iter().map(|p| self.roster.base(p.id)).collect();
+                drop(snapshot);
+                (self.pending.reprioritize(&bases), Vec::new())
             }
             Some(p) => {
                 self.priorities = p.priorities;
-                (Arc::new(p.queue), p.held)
+                match p.queue {
+                    Some(queue) => (Arc::new(queue), p.held),
+                    None => {
+                        drop(snapshot);
+                        (self.pending.reprioritize(&p.in_order), p.held)
+                    }
+                }
             }
         };
         let submitted = match s.policy.order {

@@ -16,12 +16,15 @@ use flex_sched::{Model as _, Pending, PendingJob, Reason};
 use gres_plugin::JobId;
 use std::collections::HashMap;
 
-/// What a pass is given: the queue in priority order, the held jobs with their reasons, and
-/// every pending job's priority by id.
+/// What a pass is given: the queue in priority order when a limit held jobs back (else the
+/// snapshot's jobs with `in_order`'s priorities are the queue), the held jobs with their
+/// reasons, and every pending job's priority by id.
 pub(crate) struct Prepared {
-    pub queue: Vec<PendingJob>,
+    pub queue: Option<Vec<PendingJob>>,
     pub held: Vec<Pending>,
     pub priorities: Vec<(JobId, i64)>,
+    /// Each snapshot job's priority, in the snapshot's order.
+    pub in_order: Vec<i64>,
 }
 
 /// One distinct (uid, user, account, QOS) that has had pending jobs since flexd started.
@@ -32,12 +35,13 @@ struct WhoKey {
     qos: String,
 }
 
-/// Pending jobs' who and submit time, kept as jobs join and leave the queue.
+/// Pending jobs' who, submit time and base priority (as submitted, less its nice), kept as
+/// jobs join and leave the queue.
 #[derive(Default)]
 pub(crate) struct Roster {
     keys: Vec<WhoKey>,
     index: HashMap<(u32, String, String), u32>,
-    jobs: HashMap<JobId, (u32, u64)>,
+    jobs: HashMap<JobId, (u32, u64, i64)>,
 }
 
 impl Roster {
@@ -60,7 +64,12 @@ impl Roster {
                 k
             }
         };
-        self.jobs.insert(r.id, (k, r.submit_time));
+        self.jobs.insert(r.id, (k, r.submit_time, r.priority - r.q.nice));
+    }
+
+    /// A queued job's base priority (0 for one not on the roster).
+    pub(crate) fn base(&self, id: JobId) -> i64 {
+        self.jobs.get(&id).map_or(0, |e| e.2)
     }
 
     /// A job leaves the queue.
@@ -97,7 +106,7 @@ pub(crate) fn prepare(
     let mut active = Vec::new();
     let mut jobs = Vec::with_capacity(snapshot.len());
     for p in snapshot {
-        let &(k, submitted) = roster
+        let &(k, submitted, base) = roster
             .jobs
             .get(&p.id)
             .expect("a queued job is on the roster");
@@ -119,7 +128,7 @@ pub(crate) fn prepare(
             });
             active.push(k);
         }
-        jobs.push((p, k, submitted));
+        jobs.push((p, k, submitted, base));
     }
     let shares = Shares::new(
         st,
@@ -134,21 +143,33 @@ pub(crate) fn prepare(
     let units = st.cluster.units();
     let mut ranked: Vec<(i64, &PendingJob, u32)> = jobs
         .into_iter()
-        .map(|(p, k, submitted)| {
+        .map(|(p, k, submitted, base)| {
             let w = who[k as usize].as_ref().expect("active");
-            let f = job_factors(cfg, p, submitted, w.fairshare, w.qos_factor, units, now);
+            let parts = (w.fairshare, w.qos_factor);
+            let f = job_factors(cfg, &p.request, base, submitted, parts, units, now);
             (f.priority(&cfg.weights), p, k)
         })
         .collect();
     // The snapshot is in (base priority, id) order: nearly sorted by id, so this sort is cheap.
     let mut priorities: Vec<(JobId, i64)> = ranked.iter().map(|r| (r.1.id, r.0)).collect();
     priorities.sort_unstable_by_key(|p| p.0);
+    let in_order = ranked.iter().map(|r| r.0).collect();
+    if !limited(cfg) {
+        // Nothing to hold back: the snapshot itself takes the priorities (no copy of the queue).
+        return Some(Prepared {
+            queue: None,
+            held: Vec::new(),
+            priorities,
+            in_order,
+        });
+    }
     ranked.sort_unstable_by_key(|r| (std::cmp::Reverse(r.0), r.1.id));
     let (queue, held) = limit(cfg, st, &who, &accounts, ranked);
     Some(Prepared {
-        queue,
+        queue: Some(queue),
         held,
         priorities,
+        in_order,
     })
 }
 
@@ -195,13 +216,6 @@ fn limit(
         priority,
         ..p.clone()
     };
-    if !limited(cfg) {
-        let queue = ranked
-            .into_iter()
-            .map(|(pr, p, _)| pending(p, pr))
-            .collect();
-        return (queue, Vec::new());
-    }
     // Leaves running (then also let through) per account, and leaves and jobs per group (per
     // user and QOS).
     let mut account = vec![0u64; accounts.len()];

@@ -199,26 +199,27 @@ pub(crate) fn factors(
     };
     let p = super::pending_job(j);
     let q = qos_factor(cfg, qos_of(cfg, j));
-    job_factors(cfg, &p, j.row.submit_time, fairshare, q, units, now)
+    let parts = (fairshare, q);
+    job_factors(cfg, &p.request, p.priority, j.row.submit_time, parts, units, now)
 }
 
-/// The factors from a queued job (its base priority as submitted), its submit time and its
-/// user's parts.
+/// The factors from a queued job's request, its base priority (as submitted, less its nice),
+/// its submit time and its user's (fair share, QOS factor).
 pub(crate) fn job_factors(
     cfg: &PriorityConfig,
-    p: &flex_sched::PendingJob,
+    request: &gres_plugin::Request,
+    base: i64,
     submitted: u64,
-    fairshare: f64,
-    qos: f64,
+    (fairshare, qos): (f64, f64),
     units: u64,
     now: u64,
 ) -> Factors {
     Factors {
         age: fs::age_factor(submitted, now, cfg.weights.max_age_s),
         fairshare,
-        job_size: (fs::requested_slices(&p.request) as f64 / units.max(1) as f64).min(1.0),
+        job_size: (fs::requested_slices(request) as f64 / units.max(1) as f64).min(1.0),
         qos,
-        base: p.priority,
+        base,
     }
 }
 

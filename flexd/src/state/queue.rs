@@ -78,6 +78,21 @@ impl Queue {
     }
 }
 
+impl Queue {
+    /// Give the snapshot's jobs these priorities (in the snapshot's order, as the last
+    /// [`Queue::snapshot`] returned it) and put it in the core's order again. In place when no
+    /// pass holds the snapshot any more, which is the case between passes.
+    pub(crate) fn reprioritize(&mut self, priorities: &[i64]) -> Arc<Vec<PendingJob>> {
+        let v = Arc::make_mut(&mut self.snapshot);
+        debug_assert_eq!(v.len(), priorities.len());
+        for (j, &p) in v.iter_mut().zip(priorities) {
+            j.priority = p;
+        }
+        v.sort_by_key(order);
+        self.snapshot.clone()
+    }
+}
+
 /// The core's queue order: higher priority first, then submission (id) order.
 fn order(j: &PendingJob) -> (std::cmp::Reverse<i64>, JobId) {
     (std::cmp::Reverse(j.priority), j.id)

@@ -249,3 +249,28 @@ fn a_finished_run_is_charged_in_slice_seconds_with_its_end() {
         .iter()
         .all(|j| j.user == "bob" && j.fairshare == 10000.0));
 }
+
+/// The core's queue takes each pass's priorities in place: pass after pass they come from the
+/// jobs' base priorities (never from the last pass's), and with every weight set to 0 again
+/// the queue goes back to the priorities as submitted.
+#[test]
+fn priorities_are_recomputed_from_the_base_each_pass() {
+    let mut s = Settings::defaults();
+    let (mut st, _) = state(0);
+    // 14 fill the host; the rest wait.
+    submit_n(&s, &mut st, (1001, "alice"), 1, 20, None, NOW);
+    let core = |st: &mut State, s: &Settings| -> Vec<(u64, i64)> {
+        let plan = st.plan(s, NOW + 10).expect("jobs are pending");
+        plan.queue.iter().map(|p| (p.id.0, p.priority)).collect()
+    };
+    st.schedule(&s, NOW);
+    let first = core(&mut st, &s);
+    assert_eq!(first.len(), 6);
+    assert!(first.iter().all(|&(_, p)| p > 0), "{first:?}");
+    for _ in 0..3 {
+        assert_eq!(core(&mut st, &s), first);
+    }
+    s.priority.weights = Weights::default();
+    let bases = core(&mut st, &s);
+    assert_eq!(bases, [(15, 0), (16, 0), (17, 0), (18, 0), (19, 0), (20, 0)]);
+}
