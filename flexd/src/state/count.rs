@@ -55,7 +55,12 @@ impl Queued {
     /// without a QOS count too.
     pub(crate) fn in_qos(&self, uid: u32, qos: &str, default: bool) -> u32 {
         let get = |q: &str| self.by_qos.get(&(uid, q.into())).copied().unwrap_or(0);
-        get(qos) + if default && !qos.is_empty() { get("") } else { 0 }
+        get(qos)
+            + if default && !qos.is_empty() {
+                get("")
+            } else {
+                0
+            }
     }
 }
 

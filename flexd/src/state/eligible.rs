@@ -4,11 +4,11 @@
 //! queue as could run at once on this cluster, plus one. A 100,000-task array is then a few
 //! queue entries, however many tasks wait. The core stays pure: it gets the queue as before.
 
+use super::taskset::TaskSet;
 use super::{Job, State};
 use crate::store::Hold;
 use flex_proto::{DepKind, DepTerm, JobRef, JobState};
 use gres_plugin::JobId;
-use super::taskset::TaskSet;
 
 /// Where a group's dependency stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,14 +150,14 @@ impl State {
         let cap = self.cap(&self.jobs[&id].row.request);
         let g = self.groups.entry(gid).or_insert_with(|| {
             Box::new(Group {
-            pending: TaskSet::default(),
-            queued: TaskSet::default(),
-            reserve: TaskSet::default(),
-            per_task: false,
-            blocked: TaskSet::default(),
-            never: TaskSet::default(),
-            running: 0,
-            throttle,
+                pending: TaskSet::default(),
+                queued: TaskSet::default(),
+                reserve: TaskSet::default(),
+                per_task: false,
+                blocked: TaskSet::default(),
+                never: TaskSet::default(),
+                running: 0,
+                throttle,
                 cap,
                 deps: Deps::Ok,
             })

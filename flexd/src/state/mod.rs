@@ -242,7 +242,8 @@ impl State {
     /// A job left the queue for good (it ended): its user's counts go down.
     fn unreserve(&mut self, id: JobId) {
         let r = &self.jobs[&id].row;
-        self.queued.remove(r.uid, count::qos_key(r.qos.as_deref()), 1);
+        self.queued
+            .remove(r.uid, count::qos_key(r.qos.as_deref()), 1);
     }
 
     /// A job joined the queue (recovered, requeued): its user's counts go up.

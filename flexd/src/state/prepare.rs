@@ -64,7 +64,8 @@ impl Roster {
                 k
             }
         };
-        self.jobs.insert(r.id, (k, r.submit_time, r.priority - r.q.nice));
+        self.jobs
+            .insert(r.id, (k, r.submit_time, r.priority - r.q.nice));
     }
 
     /// A queued job's base priority (0 for one not on the roster).

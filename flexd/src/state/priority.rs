@@ -200,7 +200,15 @@ pub(crate) fn factors(
     let p = super::pending_job(j);
     let q = qos_factor(cfg, qos_of(cfg, j));
     let parts = (fairshare, q);
-    job_factors(cfg, &p.request, p.priority, j.row.submit_time, parts, units, now)
+    job_factors(
+        cfg,
+        &p.request,
+        p.priority,
+        j.row.submit_time,
+        parts,
+        units,
+        now,
+    )
 }
 
 /// The factors from a queued job's request, its base priority (as submitted, less its nice),

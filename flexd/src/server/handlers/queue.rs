@@ -4,6 +4,7 @@
 
 use crate::state::{group_id, Job, State};
 use flex_proto::{ArrayRows, JobState, JobView, QueueFilter, QueueRows, Request, Response};
+use std::collections::BTreeSet;
 
 /// One page of full job views.
 pub(crate) fn queue(st: &State, f: &QueueFilter) -> Response {
@@ -29,7 +30,7 @@ pub(crate) const PAGE: usize = 4096;
 /// The jobs the filter selects, by id. Finished jobs appear with `include_finished`, or when
 /// the filter names them or their state.
 fn selected<'a>(st: &'a State, f: &'a QueueFilter) -> impl Iterator<Item = &'a Job> + 'a {
-    st.jobs_after(f.after).filter(|j| {
+    candidates(st, f).filter(|j| {
         let r = &j.row;
         let array = r.q.array.map(|a| a.job);
         (f.users.is_empty()
@@ -47,6 +48,28 @@ fn selected<'a>(st: &'a State, f: &'a QueueFilter) -> impl Iterator<Item = &'a J
                 || f.states.contains(&r.state))
             && !(f.arrays == Some(ArrayRows::Collapse) && collapsed_away(st, j))
     })
+}
+
+/// The jobs a listing looks at, by id: those it names (and their arrays' tasks), looked up,
+/// or else every job.
+fn candidates<'a>(st: &'a State, f: &'a QueueFilter) -> Box<dyn Iterator<Item = &'a Job> + 'a> {
+    if f.jobs.is_empty() {
+        return Box::new(st.jobs_after(f.after));
+    }
+    let mut ids = BTreeSet::new();
+    for &id in &f.jobs {
+        if st.job(id).is_some() {
+            ids.insert(id);
+        }
+        if let Some(tasks) = st.array_tasks(id) {
+            ids.extend(tasks.map(|j| j.row.id));
+        }
+    }
+    let after = f.after;
+    let ids = ids
+        .into_iter()
+        .filter(move |&id| after.is_none_or(|a| id > a));
+    Box::new(ids.filter_map(|id| st.job(id)))
 }
 
 /// A pending array task shown in its array's one row, which sits at the array's first

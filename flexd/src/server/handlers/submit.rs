@@ -35,7 +35,10 @@ pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now:
                 Ok(Err(e)) => e,
                 _ => "the database writer has stopped".into(),
             };
-            shared.with_core(|c| c.state.abandon_submission(uid, qos.as_deref(), tasks, start.as_ref()));
+            shared.with_core(|c| {
+                c.state
+                    .abandon_submission(uid, qos.as_deref(), tasks, start.as_ref())
+            });
             Response::error(ErrorKind::Internal, format!("cannot store the job: {e}"))
         }
     }

@@ -272,5 +272,8 @@ fn priorities_are_recomputed_from_the_base_each_pass() {
     }
     s.priority.weights = Weights::default();
     let bases = core(&mut st, &s);
-    assert_eq!(bases, [(15, 0), (16, 0), (17, 0), (18, 0), (19, 0), (20, 0)]);
+    assert_eq!(
+        bases,
+        [(15, 0), (16, 0), (17, 0), (18, 0), (19, 0), (20, 0)]
+    );
 }
