@@ -170,6 +170,26 @@ fn schema_v4_database_from_flexd_1ede5d8() {
 }
 
 #[test]
+fn schema_v5_database_from_flexd_1d4cfb7() {
+    old_database_runs_in_todays_flexd(5);
+}
+
+#[test]
+fn schema_v6_database_from_flexd_02af634() {
+    old_database_runs_in_todays_flexd(6);
+}
+
+#[test]
+fn schema_v7_database_from_flexd_4d5876d() {
+    old_database_runs_in_todays_flexd(7);
+}
+
+#[test]
+fn schema_v8_database_from_flexd_bb40aef() {
+    old_database_runs_in_todays_flexd(8);
+}
+
+#[test]
 fn protocol_v2_frames_decode() {
     let checked = proto_v2::check_frames();
     // Every file in the directory is one of the samples (none left unchecked).
