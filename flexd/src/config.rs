@@ -560,7 +560,12 @@ mod tests {
         assert_eq!(s.socket, PathBuf::from("/tmp/flexd.sock"));
         assert_eq!(s.state_dir, PathBuf::from("flex-state"));
         assert_eq!(s.topology, PathBuf::from("a100-40gb-x2.toml"));
-        assert_eq!(s.policy, Policy::backfill(14));
+        // EASY with the adaptive order: docs/flexsim.md's sweep chose it.
+        let shipped = Policy {
+            order: Order::Adaptive,
+            ..Policy::backfill(14)
+        };
+        assert_eq!(s.policy, shipped);
         assert_eq!(s.kill_grace, Duration::from_secs(30));
         assert_eq!(s.default_cpus_per_leaf, 1);
         assert_eq!(s.nccl, NcclMode::Upstream);
@@ -691,7 +696,10 @@ mod tests {
     fn changes_list_what_a_reload_changed() {
         let a = Settings::defaults();
         let mut b = a.clone();
-        b.policy = Policy::fifo();
+        b.policy = Policy {
+            order: a.policy.order,
+            ..Policy::fifo()
+        };
         b.kill_grace = Duration::from_secs(5);
         let c = a.changes(&b);
         assert_eq!(c.len(), 2, "{c:?}");

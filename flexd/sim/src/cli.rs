@@ -731,10 +731,11 @@ mod tests {
     /// assert for the same text (flexd/src/config.rs): both go through the core's PolicyKeys.
     #[test]
     fn flexd_config_gives_flexds_policy() {
-        assert_eq!(
-            policy_from_flexd_toml("", "f").unwrap(),
-            Policy::backfill(14)
-        );
+        let shipped = Policy {
+            order: flex_sched::Order::Adaptive,
+            ..Policy::backfill(14)
+        };
+        assert_eq!(policy_from_flexd_toml("", "f").unwrap(), shipped);
         let file = "policy = \"conservative\"\nbackfill_window = 0\nqueue_order = \"adaptive\"\naging_pct = 50\n";
         assert_eq!(
             policy_from_flexd_toml(file, "f").unwrap(),
