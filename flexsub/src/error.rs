@@ -82,6 +82,11 @@ pub enum Error {
 }
 
 impl Error {
+    /// Writing the command's output failed (a closed pipe, a full disk).
+    pub fn output(e: std::io::Error) -> Error {
+        Error::Input(format!("cannot write the output: {e}"))
+    }
+
     /// The exit code the commands end with for this error.
     pub fn exit_code(&self) -> i32 {
         match self {

@@ -208,7 +208,7 @@ impl Format {
                     let cell = cell(c.field);
                     let v = escape_controls(&cell);
                     let v: String = match c.width {
-                        Some(w) => v.chars().take(w).collect(),
+                        Some(w) => cut(&v, w),
                         None => v.into_owned(),
                     };
                     let pad = c.width.unwrap_or(0).saturating_sub(v.chars().count());
@@ -225,6 +225,11 @@ impl Format {
         }
         s.trim_end().to_string()
     }
+}
+
+/// The first `n` characters of `s` (a cell of a fixed-width column).
+pub fn cut(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
 }
 
 fn duration(secs: u64) -> String {

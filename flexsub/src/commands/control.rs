@@ -106,7 +106,7 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
         Cmd::Show { jobs, .. } => (ControlAction::Show, jobs.clone()),
     };
     let req = Request::Control(ControlRequest { action, jobs });
-    let w = |e: std::io::Error| Error::Input(format!("cannot write the output: {e}"));
+    let w = Error::output;
     match Client::connect("flexcontrol")?.call(&req)? {
         Response::Controlled(outcomes) => {
             let errors: Vec<&str> = outcomes.iter().filter_map(|o| o.error.as_deref()).collect();

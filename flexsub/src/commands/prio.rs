@@ -2,6 +2,7 @@
 
 use crate::client::{into_error, Client};
 use crate::error::{exit, Error};
+use crate::format::cut;
 use clap::Parser;
 use flex_proto::{PrioQuery, PrioReply, Request, Response};
 use gres_plugin::JobId;
@@ -53,8 +54,7 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
     } else {
         table(&reply, a.weights, !a.noheader)
     };
-    out.write_all(text.as_bytes())
-        .map_err(|e| Error::Input(format!("cannot write the output: {e}")))?;
+    out.write_all(text.as_bytes()).map_err(Error::output)?;
     Ok(exit::OK)
 }
 
@@ -89,10 +89,6 @@ pub fn table(r: &PrioReply, weights: bool, header: bool) -> String {
         );
     }
     s
-}
-
-fn cut(s: &str, n: usize) -> String {
-    s.chars().take(n).collect()
 }
 
 #[cfg(test)]

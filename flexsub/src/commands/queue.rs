@@ -125,7 +125,7 @@ pub fn filter(a: &Args) -> Result<QueueFilter, Error> {
 
 /// Run flexq; returns the exit code.
 pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
-    let w = |e: std::io::Error| Error::Input(format!("cannot write the output: {e}"));
+    let w = Error::output;
     if a.leaves {
         let hosts = match Client::connect("flexq")?.call(&Request::LeafMap)? {
             Response::LeafMap(h) => h,

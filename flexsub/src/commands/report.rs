@@ -429,8 +429,7 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
     } else {
         text(&report, a.report, tz, !a.noheader)
     };
-    out.write_all(text.as_bytes())
-        .map_err(|e| Error::Input(format!("cannot write the output: {e}")))?;
+    out.write_all(text.as_bytes()).map_err(Error::output)?;
     Ok(exit::OK)
 }
 

@@ -2,6 +2,7 @@
 
 use crate::client::{into_error, Client};
 use crate::error::{exit, Error};
+use crate::format::cut;
 use clap::Parser;
 use flex_proto::{Request, Response, ShareQuery, ShareRow};
 use std::fmt::Write as _;
@@ -46,8 +47,7 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
     } else {
         table(&rows, !a.noheader)
     };
-    out.write_all(text.as_bytes())
-        .map_err(|e| Error::Input(format!("cannot write the output: {e}")))?;
+    out.write_all(text.as_bytes()).map_err(Error::output)?;
     Ok(exit::OK)
 }
 
@@ -71,10 +71,6 @@ pub fn table(rows: &[ShareRow], header: bool) -> String {
         );
     }
     s
-}
-
-fn cut(s: &str, n: usize) -> String {
-    s.chars().take(n).collect()
 }
 
 #[cfg(test)]

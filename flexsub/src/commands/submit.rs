@@ -109,7 +109,7 @@ fn estimate_report(
     fit: Result<WouldStart, Error>,
     json: bool,
 ) -> Result<i32, Error> {
-    let w = |e: std::io::Error| Error::Input(format!("cannot write the output: {e}"));
+    let w = Error::output;
     // A refusal by flexd (too large for any host) is an answer; an unreachable flexd is not.
     let code = match &fit {
         Err(e @ Error::Daemon { .. }) => e.exit_code(),
@@ -362,7 +362,7 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
     // Said once the job is accepted: a refused job needs no note about its defaults.
     let notes = std::mem::take(&mut built.notes);
     let say_notes = || notes.iter().for_each(|n| eprintln!("flexsub: note: {n}"));
-    let w = |e: std::io::Error| Error::Input(format!("cannot write the output: {e}"));
+    let w = Error::output;
     match action {
         Action::Submit { parsable, wait } => {
             let mut client = Client::connect("flexsub")?;

@@ -216,7 +216,7 @@ pub fn fetch_from(c: &mut Client, mut q: AcctQuery) -> Result<flex_proto::AcctRe
 
 /// Run flexacct; returns the exit code.
 pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
-    let w = |e: std::io::Error| Error::Input(format!("cannot write the output: {e}"));
+    let w = Error::output;
     if a.helpformat {
         for f in FIELDS {
             writeln!(out, "{:<13}{}", f.name, f.help).map_err(w)?;
