@@ -224,6 +224,17 @@ impl Cluster {
         child.wait_with_output().unwrap()
     }
 
+    /// [`Cluster::run`] of a command that must succeed (the failure shows its stderr).
+    pub(super) fn run_ok(&self, args: &[&str], secs: u64) -> Output {
+        let o = self.run(args, secs);
+        assert!(
+            o.status.success(),
+            "{args:?} failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        o
+    }
+
     /// What each task of job `job` step `step` wrote with task.sh, by rank.
     pub(super) fn tasks(&self, job: &str, step: &str) -> BTreeMap<usize, BTreeMap<String, String>> {
         let mut out = BTreeMap::new();

@@ -54,7 +54,7 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
     let export = format!("--export=ALL,FLEX_OUT={}", out.display());
 
     // One node, four tasks, four 1g.5gb leaves.
-    let o = c.run(
+    let o = c.run_ok(
         &[
             "srun",
             &export,
@@ -69,15 +69,10 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
         ],
         120,
     );
-    assert!(
-        o.status.success(),
-        "srun: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     c.check_step(&job_id(&o), "0", 4, &[("flex1", 4)], "1g.5gb", None);
 
     // Two nodes, two tasks each: ranks 0..3 across both, MASTER_ADDR the first node.
-    let o = c.run(
+    let o = c.run_ok(
         &[
             "srun",
             &export,
@@ -91,11 +86,6 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
         ],
         120,
     );
-    assert!(
-        o.status.success(),
-        "srun -N 2: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     c.check_step(
         &job_id(&o),
         "0",
@@ -107,7 +97,7 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
 
     // The optional job_submit.lua: an untyped one-GPU request gets the 1g.10gb leaf, an
     // untyped several-GPU request 1g.5gb leaves.
-    let o = c.run(
+    let o = c.run_ok(
         &[
             "srun",
             &export,
@@ -122,13 +112,8 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
         ],
         120,
     );
-    assert!(
-        o.status.success(),
-        "srun gpu:1: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     c.check_step(&job_id(&o), "0", 1, &[("flex1", 1)], "1g.10gb", None);
-    let o = c.run(
+    let o = c.run_ok(
         &[
             "srun",
             &export,
@@ -142,11 +127,6 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
             &format!("{task}; [ \"$SLURM_PROCID\" = 0 ] && echo JOB=$SLURM_JOB_ID; true"),
         ],
         120,
-    );
-    assert!(
-        o.status.success(),
-        "srun gpu:2: {}",
-        String::from_utf8_lossy(&o.stderr)
     );
     c.check_step(&job_id(&o), "0", 2, &[("flex1", 2)], "1g.5gb", None);
 
@@ -164,7 +144,7 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
         ),
     )
     .unwrap();
-    let o = c.run(
+    let o = c.run_ok(
         &[
             "sbatch",
             "--wait",
@@ -174,11 +154,6 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
             script.to_str().unwrap(),
         ],
         180,
-    );
-    assert!(
-        o.status.success(),
-        "sbatch: {}",
-        String::from_utf8_lossy(&o.stderr)
     );
     let job = String::from_utf8_lossy(&o.stdout)
         .split_whitespace()
@@ -238,8 +213,7 @@ fn slurm_runs_flex_tasks_on_their_own_leaves() {
     }
 
     // A step without GPUs is left alone.
-    let o = c.run(&["srun", "-w", "flex1", "-n", "1", "env"], 60);
-    assert!(o.status.success());
+    let o = c.run_ok(&["srun", "-w", "flex1", "-n", "1", "env"], 60);
     let env = String::from_utf8_lossy(&o.stdout);
     for k in [
         "RANK=",
@@ -311,11 +285,6 @@ fn a_binding_by_slurms_task_affinity_stands() {
             &format!("{task}; [ \"$SLURM_PROCID\" = 0 ] && echo JOB=$SLURM_JOB_ID; true"),
         ],
         120,
-    );
-    assert!(
-        o.status.success(),
-        "srun {map}: {}",
-        String::from_utf8_lossy(&o.stderr)
     );
     c.check_step(&job_id(&o), "0", 2, &[("flex1", 2)], "1g.5gb", Some(last));
 }
