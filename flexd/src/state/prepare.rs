@@ -23,7 +23,7 @@ pub(crate) struct Prepared {
     pub queue: Option<Vec<PendingJob>>,
     pub held: Vec<Pending>,
     pub priorities: Vec<(JobId, i64)>,
-    /// Each snapshot job's priority, in the snapshot's order.
+    /// Each snapshot job's priority, in the snapshot's order (when `queue` is None).
     pub in_order: Vec<i64>,
 }
 
@@ -154,14 +154,13 @@ pub(crate) fn prepare(
     // The snapshot is in (base priority, id) order: nearly sorted by id, so this sort is cheap.
     let mut priorities: Vec<(JobId, i64)> = ranked.iter().map(|r| (r.1.id, r.0)).collect();
     priorities.sort_unstable_by_key(|p| p.0);
-    let in_order = ranked.iter().map(|r| r.0).collect();
     if !limited(cfg) {
         // Nothing to hold back: the snapshot itself takes the priorities (no copy of the queue).
         return Some(Prepared {
             queue: None,
             held: Vec::new(),
             priorities,
-            in_order,
+            in_order: ranked.iter().map(|r| r.0).collect(),
         });
     }
     ranked.sort_unstable_by_key(|r| (std::cmp::Reverse(r.0), r.1.id));
@@ -170,7 +169,7 @@ pub(crate) fn prepare(
         queue: Some(queue),
         held,
         priorities,
-        in_order,
+        in_order: Vec::new(),
     })
 }
 
