@@ -499,11 +499,15 @@ impl Settings {
                 }
             }
             Key::Ignored => {
+                // Ignored, but a count must still be one (sbatch refuses `--ntasks=abc`).
+                if spec.value == Some("N") {
+                    units::parse_count("count", v).map_err(e)?;
+                }
                 return Ok(Some(format!(
                     "--{} is ignored: {}",
                     spec.long,
                     spec.help.trim_start_matches("Accepted and ignored: ")
-                )))
+                )));
             }
         }
         Ok(None)
@@ -583,6 +587,19 @@ mod tests {
                 assert!(a.short.is_none() || a.short != b.short, "{}", a.long);
             }
         }
+    }
+
+    #[test]
+    fn ignored_counts_must_still_be_counts() {
+        let mut s = Settings::default();
+        assert!(set(&mut s, "ntasks", "4")
+            .unwrap()
+            .is_some_and(|n| n.contains("ignored")));
+        let err = set(&mut s, "ntasks", "abc").unwrap_err();
+        assert!(err.contains("\"abc\""), "{err}");
+        assert!(set(&mut s, "ntasks-per-node", "0").is_err());
+        // Ignored options with other values take any text.
+        assert!(set(&mut s, "partition", "gpu-long").is_ok());
     }
 
     #[test]
