@@ -34,17 +34,41 @@ pub(crate) struct Launch {
 
 /// Whether a job gets flexrun's `srun`: never in front of a real Slurm's.
 fn srun_function(mode: SrunInJobs) -> bool {
-    static SLURM_SRUN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    static SLURM: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     match mode {
         SrunInJobs::Flexrun => true,
         SrunInJobs::Off => false,
-        SrunInJobs::Auto => !*SLURM_SRUN.get_or_init(|| {
+        SrunInJobs::Auto => !*SLURM.get_or_init(|| {
             let path = std::env::var_os("PATH").unwrap_or_default();
-            std::env::split_paths(&path)
-                .chain(["/usr/bin".into(), "/usr/local/bin".into()])
-                .any(|d| d.join("srun").is_file())
+            let dirs =
+                std::env::split_paths(&path).chain(["/usr/bin".into(), "/usr/local/bin".into()]);
+            // A configuration for srun: SLURM_CONF, the packages' slurm.conf, or the copy
+            // slurmd keeps in configless mode.
+            let confs = std::env::var_os("SLURM_CONF")
+                .map(PathBuf::from)
+                .into_iter()
+                .chain(
+                    [
+                        "/etc/slurm/slurm.conf",
+                        "/etc/slurm-llnl/slurm.conf",
+                        "/run/slurm/conf/slurm.conf",
+                        "/var/spool/slurmd/conf-cache/slurm.conf",
+                    ]
+                    .map(PathBuf::from),
+                );
+            real_slurm(dirs, confs)
         }),
     }
+}
+
+/// Whether a Slurm srun can run steps here: one is in `dirs` and a configuration is among
+/// `confs`. Slurm's client commands installed without a configuration (a Flex host with
+/// slurm-wlm for its tools) cannot run a step, so flexrun's srun shadows nothing there.
+fn real_slurm(
+    mut dirs: impl Iterator<Item = PathBuf>,
+    mut confs: impl Iterator<Item = PathBuf>,
+) -> bool {
+    dirs.any(|d| d.join("srun").is_file()) && confs.any(|c| c.is_file())
 }
 
 /// What the launcher reports back.
@@ -193,4 +217,23 @@ fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn srun_is_real_only_with_a_configuration() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let conf = dir.path().join("slurm.conf");
+        let real = || super::real_slurm([bin.clone()].into_iter(), [conf.clone()].into_iter());
+        assert!(!real(), "neither srun nor slurm.conf");
+        std::fs::write(bin.join("srun"), "").unwrap();
+        assert!(!real(), "srun without a configuration cannot run a step");
+        std::fs::write(&conf, "ClusterName=x\n").unwrap();
+        assert!(real());
+        std::fs::remove_file(bin.join("srun")).unwrap();
+        assert!(!real(), "a configuration without srun");
+    }
 }
