@@ -166,6 +166,11 @@ impl State {
                 }
             }
         }
+        if pending {
+            // Priorities are computed from the base priority the roster keeps.
+            self.roster.remove(id);
+            self.roster.add(&self.jobs[&id]);
+        }
         let requeue = pending && self.pending.contains(id);
         if requeue {
             // The core's queue holds the old request and priority.

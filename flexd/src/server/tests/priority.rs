@@ -277,3 +277,21 @@ fn priorities_are_recomputed_from_the_base_each_pass() {
         [(15, 0), (16, 0), (17, 0), (18, 0), (19, 0), (20, 0)]
     );
 }
+
+/// `flexcontrol update` of a pending job's priority reaches the next pass's computed priority.
+#[test]
+fn an_updated_base_priority_reaches_the_next_pass() {
+    let s = Settings::defaults();
+    let (mut st, _) = state(0);
+    submit_n(&s, &mut st, (1001, "alice"), 1, 20, None, NOW);
+    st.schedule(&s, NOW);
+    let prio = |st: &mut State, id: u64| {
+        let plan = st.plan(&s, NOW + 10).expect("jobs are pending");
+        let p = plan.queue.iter().find(|p| p.id.0 == id).map(|p| p.priority);
+        p.expect("queued")
+    };
+    let before = prio(&mut st, 20);
+    st.update(JobId(20), &[crate::state::control::Change::Priority(5000)])
+        .unwrap();
+    assert_eq!(prio(&mut st, 20), before + 5000);
+}
