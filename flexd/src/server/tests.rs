@@ -472,7 +472,7 @@ fn row(id: u64, state: JobState, leaves: u32) -> JobRow {
         uid: 1000,
         gid: 1000,
         user: "ana".into(),
-        account: String::new(),
+        account: "".into(),
         request: ResourceRequest::leaves(leaves, 600),
         priority: 0,
         state,

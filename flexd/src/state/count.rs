@@ -1,8 +1,37 @@
-//! Pending and running jobs per user, in all and per QOS, plus submissions on their way to the
-//! database: what `max_queued_per_user` and a QOS's `max_submit_jobs_per_user` are checked
-//! against at each submission, kept as jobs come and go so a check costs no walk of the queue.
+//! What the state keeps per user as jobs come and go, so that nothing walks the queue for it:
+//! pending and running jobs per user, in all and per QOS, plus submissions on their way to the
+//! database (what `max_queued_per_user` and a QOS's `max_submit_jobs_per_user` are checked
+//! against at each submission), and the user, account and QOS names, shared by their jobs.
 
-use std::collections::HashMap;
+use crate::store::JobRow;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// Names many jobs carry (users, accounts, QOS), kept once: a queue of 100,000 jobs of a few
+/// users then holds a few strings, not 300,000.
+#[derive(Default)]
+pub(crate) struct Names(HashSet<Arc<str>>);
+
+impl Names {
+    /// The shared copy of `name`.
+    pub(crate) fn get(&mut self, name: &str) -> Arc<str> {
+        if let Some(n) = self.0.get(name) {
+            return n.clone();
+        }
+        let n: Arc<str> = Arc::from(name);
+        self.0.insert(n.clone());
+        n
+    }
+
+    /// Make `row` carry the shared copies of its names.
+    pub(crate) fn share(&mut self, row: &mut JobRow) {
+        row.user = self.get(&row.user);
+        row.account = self.get(&row.account);
+        if let Some(q) = &row.qos {
+            row.qos = Some(self.get(q));
+        }
+    }
+}
 
 /// The QOS key of a job row: its QOS name, or "" for a job stored before jobs had one (it
 /// counts in the default QOS).

@@ -127,6 +127,8 @@ pub(crate) struct State {
     priorities: Vec<(JobId, i64)>,
     /// Fair-share usage halves every this many seconds (flexd.toml, as of the last plan).
     half_life_s: u64,
+    /// User, account and QOS names, one copy each for all the jobs that carry them.
+    names: count::Names,
     /// flexd's own effective uid.
     pub daemon_uid: u32,
 }
@@ -157,6 +159,7 @@ impl State {
             roster: prepare::Roster::default(),
             priorities: Vec::new(),
             half_life_s: 0,
+            names: count::Names::default(),
             daemon_uid,
         }
     }
@@ -289,8 +292,8 @@ impl State {
             name: j.spec.name.clone(),
             uid: j.uid,
             gid: j.gid,
-            user: j.user,
-            account: j.account,
+            user: self.names.get(&j.user),
+            account: self.names.get(&j.account),
             request: j.spec.request,
             priority: j.priority,
             state: JobState::Pending,
@@ -303,7 +306,7 @@ impl State {
             alloc: None,
             supervisor_pid: None,
             master_port: None,
-            qos: j.spec.qos.clone(),
+            qos: j.spec.qos.as_deref().map(|q| self.names.get(q)),
             q: crate::store::Q::new(crate::store::Queueing {
                 throttle: q.array.as_ref().and_then(|a| a.throttle),
                 dependency: q.dependency.clone(),

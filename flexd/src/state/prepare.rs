@@ -15,6 +15,7 @@ use flex_sched::fairshare::requested_slices;
 use flex_sched::{Model as _, Pending, PendingJob, Reason};
 use gres_plugin::JobId;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// What a pass is given: the queue in priority order when a limit held jobs back (else the
 /// snapshot's jobs with `in_order`'s priorities are the queue), the held jobs with their
@@ -30,9 +31,9 @@ pub(crate) struct Prepared {
 /// One distinct (uid, user, account, QOS) that has had pending jobs since flexd started.
 struct WhoKey {
     uid: u32,
-    user: String,
-    account: String,
-    qos: String,
+    user: Arc<str>,
+    account: Arc<str>,
+    qos: Arc<str>,
 }
 
 /// Pending jobs' who, submit time and base priority (as submitted, less its nice), kept as
@@ -40,7 +41,7 @@ struct WhoKey {
 #[derive(Default)]
 pub(crate) struct Roster {
     keys: Vec<WhoKey>,
-    index: HashMap<(u32, String, String), u32>,
+    index: HashMap<(u32, Arc<str>, Arc<str>), u32>,
     jobs: HashMap<JobId, (u32, u64, i64)>,
 }
 
@@ -48,7 +49,7 @@ impl Roster {
     /// A job joins the queue.
     pub(crate) fn add(&mut self, j: &Job) {
         let r = &j.row;
-        let qos = r.qos.clone().unwrap_or_default();
+        let qos = r.qos.clone().unwrap_or_else(|| Arc::from(""));
         let key = (r.uid, r.account.clone(), qos);
         let k = match self.index.get(&key) {
             Some(&k) => k,
@@ -113,7 +114,7 @@ pub(crate) fn prepare(
             .expect("a queued job is on the roster");
         if who[k as usize].is_none() {
             let key = &roster.keys[k as usize];
-            let qos_name = if key.qos.is_empty() {
+            let qos_name: &str = if key.qos.is_empty() {
                 &cfg.default_qos
             } else {
                 &key.qos
@@ -137,7 +138,7 @@ pub(crate) fn prepare(
         now,
         active.iter().map(|&k| {
             let w = who[k as usize].as_ref().expect("active");
-            (w.key.user.as_str(), w.key.account.as_str())
+            (&*w.key.user, &*w.key.account)
         }),
     );
     let accounts = settle(cfg, &shares, &mut who, &active);
@@ -192,7 +193,7 @@ fn settle<'a>(
         w.qos_factor = qos_factor(cfg, w.qos);
         w.group = *groups.entry((w.key.uid, w.qos_name)).or_insert(k);
         let next = accounts.len() as u32;
-        w.account = *accounts.entry(w.key.account.as_str()).or_insert(next);
+        w.account = *accounts.entry(&*w.key.account).or_insert(next);
     }
     accounts
 }
@@ -227,7 +228,7 @@ fn limit(
     };
     for j in st.running_jobs() {
         let leaves = held_leaves(j);
-        if let Some(&a) = accounts.get(j.row.account.as_str()) {
+        if let Some(&a) = accounts.get(&*j.row.account) {
             account[a as usize] += leaves;
         }
         if let Some(g) = group(j.row.uid, j.row.qos.as_deref().unwrap_or(&cfg.default_qos)) {
@@ -277,7 +278,7 @@ fn over(
             return Some("QOSMaxJobsPerUserLimit");
         }
     }
-    match cfg.account_limits.get(&w.key.account) {
+    match cfg.account_limits.get(&*w.key.account) {
         Some(&max) if acct + leaves > u64::from(max) => Some("AssocGrpGRES"),
         _ => None,
     }

@@ -46,11 +46,11 @@ impl Ledger {
             (Holder::User, &mut self.users, &j.row.user),
             (Holder::Account, &mut self.accounts, &j.row.account),
         ] {
-            let d = map.entry(name.clone()).or_default();
+            let d = map.entry(name.to_string()).or_default();
             d.add(amount, end, half_life);
             rows.push(UsageRow {
                 holder,
-                name: name.clone(),
+                name: name.to_string(),
                 usage: *d,
             });
         }
@@ -251,9 +251,9 @@ pub(crate) fn prio_row(cfg: &PriorityConfig, f: &Factors, j: &Job) -> PrioRow {
     let w = &cfg.weights;
     PrioRow {
         job: j.row.id,
-        user: j.row.user.clone(),
-        account: j.row.account.clone(),
-        qos: j.row.qos.clone().unwrap_or_else(|| cfg.default_qos.clone()),
+        user: j.row.user.to_string(),
+        account: j.row.account.to_string(),
+        qos: j.row.qos.as_deref().unwrap_or(&cfg.default_qos).to_string(),
         priority: f.priority(w),
         age: w.age as f64 * f.age,
         fairshare: w.fairshare as f64 * f.fairshare,

@@ -34,7 +34,8 @@ impl State {
         // tasks enter the queue.
         let mut rows = rows;
         rows.sort_by_key(|r| r.state == JobState::Pending);
-        for row in rows {
+        for mut row in rows {
+            self.names.share(&mut row);
             let id = row.id;
             let state = row.state;
             let job = Job {

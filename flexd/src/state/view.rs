@@ -25,9 +25,9 @@ impl State {
         JobView {
             id: r.id,
             name: r.name.clone(),
-            user: r.user.clone(),
+            user: r.user.to_string(),
             uid: r.uid,
-            account: r.account.clone(),
+            account: r.account.to_string(),
             state: r.state,
             submit_time: r.submit_time,
             start_time: r.start_time,
@@ -51,7 +51,7 @@ impl State {
                 _ => r.priority,
             },
             nice: r.q.nice,
-            qos: r.qos.clone(),
+            qos: r.qos.as_deref().map(String::from),
         }
     }
 

@@ -20,6 +20,7 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A database that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -306,8 +307,8 @@ pub(crate) struct JobRow {
     pub name: String,
     pub uid: u32,
     pub gid: u32,
-    pub user: String,
-    pub account: String,
+    pub user: Arc<str>,
+    pub account: Arc<str>,
     pub request: ResourceRequest,
     pub priority: i64,
     pub state: JobState,
@@ -322,7 +323,7 @@ pub(crate) struct JobRow {
     pub supervisor_pid: Option<u32>,
     pub master_port: Option<u16>,
     /// Its QOS; None for flexd's default_qos.
-    pub qos: Option<String>,
+    pub qos: Option<Arc<str>>,
     /// Arrays, dependencies, holds and requeues (allocated only when not the defaults).
     pub q: Q,
 }

@@ -20,7 +20,7 @@ pub(crate) fn priority(s: &Settings, st: &State, q: &PrioQuery, now: u64) -> Res
             q.users.is_empty()
                 || q.users
                     .iter()
-                    .any(|u| *u == j.row.user || u.parse::<u32>() == Ok(j.row.uid))
+                    .any(|u| **u == *j.row.user || u.parse::<u32>() == Ok(j.row.uid))
         })
         .map(|j| prio_row(cfg, &factors(cfg, &shares, units, j, now), j))
         .collect();
@@ -44,5 +44,5 @@ pub(crate) fn shares(s: &Settings, st: &State, q: &ShareQuery, now: u64) -> Resp
 
 /// The users and accounts of pending jobs.
 fn waiting(st: &State) -> impl Iterator<Item = (&str, &str)> {
-    pending_jobs(st).map(|j| (j.row.user.as_str(), j.row.account.as_str()))
+    pending_jobs(st).map(|j| (&*j.row.user, &*j.row.account))
 }

@@ -36,7 +36,7 @@ fn selected<'a>(st: &'a State, f: &'a QueueFilter) -> impl Iterator<Item = &'a J
         (f.users.is_empty()
             || f.users
                 .iter()
-                .any(|u| *u == r.user || u.parse::<u32>() == Ok(r.uid)))
+                .any(|u| **u == *r.user || u.parse::<u32>() == Ok(r.uid)))
             && (f.states.is_empty() || f.states.contains(&r.state))
             && (f.jobs.is_empty()
                 || f.jobs.contains(&r.id)
