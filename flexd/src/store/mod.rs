@@ -12,15 +12,20 @@ pub mod schema;
 pub(crate) mod usage;
 pub(crate) mod writer;
 
+mod rows;
+#[cfg(test)]
+pub(crate) use rows::load_job;
+pub use rows::{launch_row, LaunchRow};
+pub(crate) use rows::{load_jobs, JobRow};
+
 use flex_proto::{AllocView, JobSpec, JobState, LeafView};
 use flex_sched::Allocation;
-use gres_plugin::{HostId, HostModel, JobId, Request as ResourceRequest};
+use gres_plugin::{HostId, HostModel, JobId};
 pub(crate) use queueing::{Hold, Queueing, Update, Q};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, Transaction};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// A database that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -187,7 +192,7 @@ impl NewJob {
                 env: vec![].into(),
                 stdout: None,
                 stderr: None,
-                request: ResourceRequest::leaves(1, 60),
+                request: gres_plugin::Request::leaves(1, 60),
                 account: None,
                 qos: None,
                 nice: 0,
@@ -298,55 +303,6 @@ impl StoredAlloc {
             cores: self.cores.clone(),
         }
     }
-}
-
-/// A job as flexd keeps it in memory (everything but its script and environment).
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct JobRow {
-    pub id: JobId,
-    pub name: String,
-    pub uid: u32,
-    pub gid: u32,
-    pub user: Arc<str>,
-    pub account: Arc<str>,
-    pub request: ResourceRequest,
-    pub priority: i64,
-    pub state: JobState,
-    pub submit_time: u64,
-    pub start_time: Option<u64>,
-    pub end_time: Option<u64>,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub reason: Option<String>,
-    /// Boxed: most jobs in memory are pending and have none (it is 128 bytes).
-    pub alloc: Option<Box<StoredAlloc>>,
-    pub supervisor_pid: Option<u32>,
-    pub master_port: Option<u16>,
-    /// Its QOS; None for flexd's default_qos.
-    pub qos: Option<Arc<str>>,
-    /// Arrays, dependencies, holds and requeues (allocated only when not the defaults).
-    pub q: Q,
-}
-
-/// What a supervisor needs from the submission to run the job.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LaunchRow {
-    pub name: String,
-    pub user: String,
-    pub uid: u32,
-    pub gid: u32,
-    pub script: String,
-    pub args: Vec<String>,
-    pub env: Vec<(String, String)>,
-    pub workdir: PathBuf,
-    pub submit_dir: PathBuf,
-    pub stdout: Option<String>,
-    pub stderr: Option<String>,
-    /// The array it is a task of, its index, and the `--array` it came from.
-    pub array: Option<(flex_proto::ArrayTask, flex_proto::ArraySpec)>,
-    pub umask: Option<u32>,
-    /// `--signal`, if asked.
-    pub signal: Option<flex_proto::WarnSignal>,
 }
 
 fn json<T: serde::de::DeserializeOwned>(
@@ -547,155 +503,6 @@ pub(crate) fn event(
         note
     ])?;
     Ok(())
-}
-
-const ROW_COLUMNS: &str = "id, name, uid, gid, user, account, request, priority, state,
-    submit_time, start_time, end_time, exit_code, signal, reason, allocation, supervisor_pid,
-    master_port, array_job, array_task, json_extract(array_spec, '$.throttle'), dependency, hold,
-    requeue, restarts, requeue_requested, nice, qos";
-
-fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
-    let id: i64 = r.get(0)?;
-    let id = id as u64;
-    let state: String = r.get(8)?;
-    let request: String = r.get(6)?;
-    let alloc: Option<String> = r.get(15)?;
-    Ok(JobRow {
-        id: JobId(id),
-        name: r.get(1)?,
-        uid: r.get(2)?,
-        gid: r.get(3)?,
-        user: r.get(4)?,
-        account: r.get(5)?,
-        request: json(id, "request", &request)?,
-        priority: r.get(7)?,
-        state: JobState::parse(&state).ok_or_else(|| StoreError::Json {
-            job: id,
-            column: "state",
-            message: format!("unknown state {state:?}"),
-        })?,
-        submit_time: r.get::<_, i64>(9)? as u64,
-        start_time: r.get::<_, Option<i64>>(10)?.map(|t| t as u64),
-        end_time: r.get::<_, Option<i64>>(11)?.map(|t| t as u64),
-        exit_code: r.get(12)?,
-        signal: r.get(13)?,
-        reason: r.get(14)?,
-        alloc: alloc
-            .map(|a| json(id, "allocation", &a).map(Box::new))
-            .transpose()?,
-        supervisor_pid: r.get(16)?,
-        master_port: r.get(17)?,
-        qos: r.get(27)?,
-        q: Q::new(queueing::from_row(id, r, 18)?),
-    })
-}
-
-/// Every pending or running job, and the jobs that ended at or after `finished_since`, by id.
-pub(crate) fn load_jobs(conn: &Connection, finished_since: u64) -> Result<Vec<JobRow>, StoreError> {
-    let mut st = conn.prepare(&format!(
-        "SELECT {ROW_COLUMNS} FROM jobs WHERE state IN ('PENDING', 'RUNNING')
-         UNION ALL
-         SELECT {ROW_COLUMNS} FROM jobs WHERE state NOT IN ('PENDING', 'RUNNING')
-            AND end_time >= ?1
-         ORDER BY id"
-    ))?;
-    let mut rows = st.query([finished_since as i64])?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        out.push(job_row(r)?);
-    }
-    Ok(out)
-}
-
-#[cfg(test)]
-/// One job by id, whatever its state.
-pub(crate) fn load_job(conn: &Connection, job: JobId) -> Result<Option<JobRow>, StoreError> {
-    let mut st = conn.prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM jobs WHERE id = ?1"))?;
-    let mut rows = st.query([job.0 as i64])?;
-    rows.next()?.map(job_row).transpose()
-}
-
-/// What the supervisor of `job` needs.
-pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, StoreError> {
-    let id = job.0;
-    conn.prepare_cached(
-        "SELECT j.name, j.user, j.uid, j.gid, j.script, j.args, COALESCE(e.body, j.env),
-            j.workdir, j.submit_dir, j.stdout, j.stderr, j.array_job, j.array_task, j.array_spec,
-            j.umask, j.warn_signal
-         FROM jobs j LEFT JOIN envs e ON e.id = j.env_id WHERE j.id = ?1",
-    )?
-    .query_row([id as i64], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, u32>(2)?,
-            r.get::<_, u32>(3)?,
-            r.get::<_, String>(4)?,
-            r.get::<_, String>(5)?,
-            r.get::<_, String>(6)?,
-            r.get::<_, String>(7)?,
-            r.get::<_, String>(8)?,
-            r.get::<_, Option<String>>(9)?,
-            r.get::<_, Option<String>>(10)?,
-            (
-                r.get::<_, Option<i64>>(11)?,
-                r.get::<_, Option<u32>>(12)?,
-                r.get::<_, Option<String>>(13)?,
-            ),
-            (
-                r.get::<_, Option<u32>>(14)?,
-                r.get::<_, Option<String>>(15)?,
-            ),
-        ))
-    })
-    .optional()?
-    .map(
-        |(
-            name,
-            user,
-            uid,
-            gid,
-            script,
-            args,
-            env,
-            workdir,
-            submit_dir,
-            stdout,
-            stderr,
-            a,
-            (umask, warn_signal),
-        )| {
-            let array = match a {
-                (Some(job), Some(index), Some(spec)) => Some((
-                    flex_proto::ArrayTask {
-                        job: JobId(job as u64),
-                        index,
-                    },
-                    json(id, "array_spec", &spec)?,
-                )),
-                _ => None,
-            };
-            Ok(LaunchRow {
-                name,
-                user,
-                uid,
-                gid,
-                script,
-                args: json(id, "args", &args)?,
-                env: json(id, "env", &env)?,
-                workdir: workdir.into(),
-                submit_dir: submit_dir.into(),
-                stdout,
-                stderr,
-                array,
-                umask,
-                signal: warn_signal
-                    .map(|w| json(id, "warn_signal", &w))
-                    .transpose()?,
-            })
-        },
-    )
-    .transpose()
 }
 
 #[cfg(test)]

@@ -120,7 +120,7 @@ impl PartialEq for Q {
     }
 }
 
-/// The columns `array_job` … `nice` of `store::ROW_COLUMNS`, from `at`.
+/// The columns `array_job` … `nice` of `store::rows::ROW_COLUMNS`, from `at`.
 pub(super) fn from_row(id: u64, r: &rusqlite::Row, at: usize) -> Result<Queueing, StoreError> {
     let array_job: Option<i64> = r.get(at)?;
     let array_task: Option<u32> = r.get(at + 1)?;

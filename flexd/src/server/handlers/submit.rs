@@ -9,7 +9,7 @@ use crate::state::State;
 use crate::store::NewJob;
 use flex_proto::{DepTerm, ErrorKind, JobSpec, Response};
 use flex_sched::{JobKind, Model, PendingJob};
-use gres_plugin::JobId;
+use gres_plugin::{JobId, Request as ResourceRequest};
 
 /// Commit a submission and answer with its id once it is on disk.
 pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now: u64) -> Response {
@@ -52,6 +52,21 @@ pub(crate) fn validate(
     peer: &Peer,
     mut spec: JobSpec,
 ) -> Result<JobSpec, Response> {
+    check_peer(st, peer)?;
+    check_script_and_paths(s, &spec)?;
+    check_names(s, &mut spec)?;
+    fill_time_and_cores(s, &mut spec.request)?;
+    if let Err(why) = st.cluster.admit(&pending(JobId(u64::MAX), &spec)) {
+        return Err(err(
+            ErrorKind::Unsatisfiable,
+            format!("unsatisfiable: {why}"),
+        ));
+    }
+    Ok(spec)
+}
+
+/// A flexd that does not run as root runs jobs only for its own user.
+fn check_peer(st: &State, peer: &Peer) -> Result<(), Response> {
     if st.daemon_uid != 0 && peer.uid != st.daemon_uid {
         return Err(err(
             ErrorKind::PermissionDenied,
@@ -62,6 +77,12 @@ pub(crate) fn validate(
             ),
         ));
     }
+    Ok(())
+}
+
+/// A script within `max_script_bytes`, absolute directories, and an environment, arguments and
+/// output paths that a process can be given.
+fn check_script_and_paths(s: &Settings, spec: &JobSpec) -> Result<(), Response> {
     let invalid = |m: String| Err(err(ErrorKind::InvalidRequest, m));
     if spec.script.trim().is_empty() {
         return invalid("the batch script is empty".into());
@@ -109,6 +130,11 @@ pub(crate) fn validate(
             }
         }
     }
+    Ok(())
+}
+
+/// The job name ("job" when none is given) and the account within `max_name_bytes`.
+fn check_names(s: &Settings, spec: &mut JobSpec) -> Result<(), Response> {
     if spec.name.is_empty() {
         spec.name = "job".into();
     }
@@ -127,7 +153,12 @@ pub(crate) fn validate(
             ));
         }
     }
-    let r = &mut spec.request;
+    Ok(())
+}
+
+/// The configured default time limit and cores per leaf where none is given; a time limit
+/// within `max_time_limit`.
+fn fill_time_and_cores(s: &Settings, r: &mut ResourceRequest) -> Result<(), Response> {
     if r.time_limit_s == 0 {
         r.time_limit_s = s.default_time_limit.as_secs().max(1);
     }
@@ -145,13 +176,7 @@ pub(crate) fn validate(
             ),
         ));
     }
-    if let Err(why) = st.cluster.admit(&pending(JobId(u64::MAX), &spec)) {
-        return Err(err(
-            ErrorKind::Unsatisfiable,
-            format!("unsatisfiable: {why}"),
-        ));
-    }
-    Ok(spec)
+    Ok(())
 }
 
 pub(crate) fn pending(id: JobId, spec: &JobSpec) -> PendingJob {

@@ -1,0 +1,184 @@
+//! Jobs as read back from the database: [`JobRow`], what flexd keeps of each in memory, and
+//! [`LaunchRow`], what a supervisor needs to run one.
+
+use super::{json, queueing, StoreError, StoredAlloc, Q};
+use flex_proto::JobState;
+use gres_plugin::{JobId, Request as ResourceRequest};
+use rusqlite::Connection;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A job as flexd keeps it in memory (everything but its script and environment).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct JobRow {
+    pub id: JobId,
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub user: Arc<str>,
+    pub account: Arc<str>,
+    pub request: ResourceRequest,
+    pub priority: i64,
+    pub state: JobState,
+    pub submit_time: u64,
+    pub start_time: Option<u64>,
+    pub end_time: Option<u64>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub reason: Option<String>,
+    /// Boxed: most jobs in memory are pending and have none (it is 128 bytes).
+    pub alloc: Option<Box<StoredAlloc>>,
+    pub supervisor_pid: Option<u32>,
+    pub master_port: Option<u16>,
+    /// Its QOS; None for flexd's default_qos.
+    pub qos: Option<Arc<str>>,
+    /// Arrays, dependencies, holds and requeues (allocated only when not the defaults).
+    pub q: Q,
+}
+
+/// What a supervisor needs from the submission to run the job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchRow {
+    pub name: String,
+    pub user: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub script: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub workdir: PathBuf,
+    pub submit_dir: PathBuf,
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+    /// The array it is a task of, its index, and the `--array` it came from.
+    pub array: Option<(flex_proto::ArrayTask, flex_proto::ArraySpec)>,
+    pub umask: Option<u32>,
+    /// `--signal`, if asked.
+    pub signal: Option<flex_proto::WarnSignal>,
+}
+
+const ROW_COLUMNS: &str = "id, name, uid, gid, user, account, request, priority, state,
+    submit_time, start_time, end_time, exit_code, signal, reason, allocation, supervisor_pid,
+    master_port, array_job, array_task, json_extract(array_spec, '$.throttle'), dependency, hold,
+    requeue, restarts, requeue_requested, nice, qos";
+
+fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
+    let id: i64 = r.get(0)?;
+    let id = id as u64;
+    let state: String = r.get(8)?;
+    let request: String = r.get(6)?;
+    let alloc: Option<String> = r.get(15)?;
+    Ok(JobRow {
+        id: JobId(id),
+        name: r.get(1)?,
+        uid: r.get(2)?,
+        gid: r.get(3)?,
+        user: r.get(4)?,
+        account: r.get(5)?,
+        request: json(id, "request", &request)?,
+        priority: r.get(7)?,
+        state: JobState::parse(&state).ok_or_else(|| StoreError::Json {
+            job: id,
+            column: "state",
+            message: format!("unknown state {state:?}"),
+        })?,
+        submit_time: r.get::<_, i64>(9)? as u64,
+        start_time: r.get::<_, Option<i64>>(10)?.map(|t| t as u64),
+        end_time: r.get::<_, Option<i64>>(11)?.map(|t| t as u64),
+        exit_code: r.get(12)?,
+        signal: r.get(13)?,
+        reason: r.get(14)?,
+        alloc: alloc
+            .map(|a| json(id, "allocation", &a).map(Box::new))
+            .transpose()?,
+        supervisor_pid: r.get(16)?,
+        master_port: r.get(17)?,
+        qos: r.get(27)?,
+        q: Q::new(queueing::from_row(id, r, 18)?),
+    })
+}
+
+/// Every pending or running job, and the jobs that ended at or after `finished_since`, by id.
+pub(crate) fn load_jobs(conn: &Connection, finished_since: u64) -> Result<Vec<JobRow>, StoreError> {
+    let mut st = conn.prepare(&format!(
+        "SELECT {ROW_COLUMNS} FROM jobs WHERE state IN ('PENDING', 'RUNNING')
+         UNION ALL
+         SELECT {ROW_COLUMNS} FROM jobs WHERE state NOT IN ('PENDING', 'RUNNING')
+            AND end_time >= ?1
+         ORDER BY id"
+    ))?;
+    let mut rows = st.query([finished_since as i64])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(job_row(r)?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+/// One job by id, whatever its state.
+pub(crate) fn load_job(conn: &Connection, job: JobId) -> Result<Option<JobRow>, StoreError> {
+    let mut st = conn.prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM jobs WHERE id = ?1"))?;
+    let mut rows = st.query([job.0 as i64])?;
+    rows.next()?.map(job_row).transpose()
+}
+
+/// What the supervisor of `job` needs.
+pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, StoreError> {
+    let mut st = conn.prepare_cached(
+        "SELECT j.name, j.user, j.uid, j.gid, j.script, j.args, COALESCE(e.body, j.env),
+            j.workdir, j.submit_dir, j.stdout, j.stderr, j.array_job, j.array_task, j.array_spec,
+            j.umask, j.warn_signal
+         FROM jobs j LEFT JOIN envs e ON e.id = j.env_id WHERE j.id = ?1",
+    )?;
+    let mut rows = st.query([job.0 as i64])?;
+    rows.next()?.map(|r| launch_from_row(job.0, r)).transpose()
+}
+
+/// A [`LaunchRow`] from the columns [`launch_row`] selects.
+fn launch_from_row(id: u64, r: &rusqlite::Row) -> Result<LaunchRow, StoreError> {
+    let name: String = r.get(0)?;
+    let user: String = r.get(1)?;
+    let uid: u32 = r.get(2)?;
+    let gid: u32 = r.get(3)?;
+    let script: String = r.get(4)?;
+    let args: String = r.get(5)?;
+    let env: String = r.get(6)?;
+    let workdir: String = r.get(7)?;
+    let submit_dir: String = r.get(8)?;
+    let stdout: Option<String> = r.get(9)?;
+    let stderr: Option<String> = r.get(10)?;
+    let array_job: Option<i64> = r.get(11)?;
+    let array_task: Option<u32> = r.get(12)?;
+    let array_spec: Option<String> = r.get(13)?;
+    let umask: Option<u32> = r.get(14)?;
+    let warn_signal: Option<String> = r.get(15)?;
+    let array = match (array_job, array_task, array_spec) {
+        (Some(job), Some(index), Some(spec)) => Some((
+            flex_proto::ArrayTask {
+                job: JobId(job as u64),
+                index,
+            },
+            json(id, "array_spec", &spec)?,
+        )),
+        _ => None,
+    };
+    Ok(LaunchRow {
+        name,
+        user,
+        uid,
+        gid,
+        script,
+        args: json(id, "args", &args)?,
+        env: json(id, "env", &env)?,
+        workdir: workdir.into(),
+        submit_dir: submit_dir.into(),
+        stdout,
+        stderr,
+        array,
+        umask,
+        signal: warn_signal
+            .map(|w| json(id, "warn_signal", &w))
+            .transpose()?,
+    })
+}

@@ -1,0 +1,264 @@
+//! The job options flexsub understands, in one table shared by `#FLEX`/`#SBATCH` directives and
+//! the command line, and the settings they build up. Later settings override earlier ones, so
+//! the command line (applied last) overrides the script.
+
+use crate::estimate::{Dtype, Mode};
+use crate::units::{self, SizeUnit};
+use gres_plugin::request::Strategy;
+use gres_plugin::Request;
+use std::path::PathBuf;
+
+mod table;
+pub use table::{by_long, by_short, Key, OptSpec, OPTIONS};
+
+/// What the options asked for so far.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Settings {
+    pub name: Option<String>,
+    pub time_limit_s: Option<u64>,
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+    pub chdir: Option<PathBuf>,
+    pub cores_per_leaf: Option<u32>,
+    pub leaves: Option<u32>,
+    pub leaf_type: Option<String>,
+    pub gpus: Option<f64>,
+    pub mem_bytes: Option<u64>,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+    pub nice: Option<i32>,
+    pub placement: Option<Strategy>,
+    pub model: Option<PathBuf>,
+    pub batch_size: Option<u32>,
+    pub seq_len: Option<u32>,
+    pub dtype: Option<Dtype>,
+    pub mode: Option<Mode>,
+    pub queue: flex_proto::QueueOptions,
+    pub signal: Option<flex_proto::WarnSignal>,
+}
+
+/// `[B:]SIG[@SECONDS]`, as sbatch's `--signal` (R:, a reservation's end, means nothing here).
+pub fn parse_warn_signal(v: &str) -> Result<flex_proto::WarnSignal, String> {
+    let (batch_only, rest) = match v.split_once(':') {
+        Some(("B", r)) => (true, r),
+        Some((p, _)) => {
+            return Err(format!(
+                "invalid signal spec {v:?}: prefix {p}: is not B: (R: has no meaning without reservations)"
+            ))
+        }
+        None => (false, v),
+    };
+    let (sig, secs) = match rest.split_once('@') {
+        Some((sig, t)) => (
+            sig,
+            t.trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|&t| t <= 65535)
+                .ok_or_else(|| {
+                    format!(
+                        "invalid signal spec {v:?}: {t:?} is not a number of seconds (0 to 65535)"
+                    )
+                })?,
+        ),
+        None => (rest, 60),
+    };
+    let signal = units::parse_signal(sig).map_err(|e| e.to_string())?;
+    Ok(flex_proto::WarnSignal {
+        signal,
+        before_s: secs,
+        batch_only,
+    })
+}
+
+fn non_empty(what: &str, v: &str) -> Result<String, String> {
+    if v.trim().is_empty() {
+        Err(format!("{what} is empty"))
+    } else {
+        Ok(v.to_string())
+    }
+}
+
+/// `gpu`, `gpu:N`, `gpu:TYPE` or `gpu:TYPE:N` → (leaves, type).
+fn parse_gres(v: &str) -> Result<(u32, Option<String>), String> {
+    let mut parts = v.split(':');
+    if parts.next() != Some("gpu") || v.contains(',') {
+        return Err(format!(
+            "invalid gres {v:?}: Flex knows only gpu[:TYPE]:N (one gres, of GPUs)"
+        ));
+    }
+    let rest: Vec<&str> = parts.collect();
+    let count = |s: &str| units::parse_count("GPU count", s).map_err(|e| e.to_string());
+    match rest.as_slice() {
+        [] => Ok((1, None)),
+        [n] if n.bytes().all(|b| b.is_ascii_digit() || b == b'-') => Ok((count(n)?, None)),
+        [t] if !t.is_empty() => Ok((1, Some(t.to_string()))),
+        [t, n] if !t.is_empty() => Ok((count(n)?, Some(t.to_string()))),
+        _ => Err(format!("invalid gres {v:?}: expected gpu[:TYPE]:N")),
+    }
+}
+
+/// `--nice`: an integer from -10000 to 10000.
+fn parse_nice(v: &str) -> Result<i32, String> {
+    v.trim()
+        .parse()
+        .ok()
+        .filter(|n: &i32| (-10000..=10000).contains(n))
+        .ok_or_else(|| format!("invalid nice {v:?}: an integer from -10000 to 10000"))
+}
+
+/// `--placement`: one of the placement strategies' names.
+fn parse_placement(v: &str) -> Result<Strategy, String> {
+    Strategy::parse(v).ok_or_else(|| {
+        format!(
+            "invalid placement {v:?}: expected one of {}",
+            Strategy::NAMES.join(", ")
+        )
+    })
+}
+
+/// `--dtype`: an element type for `--model`.
+fn parse_dtype(v: &str) -> Result<Dtype, String> {
+    v.parse()
+        .map_err(|err: crate::estimate::ParseDtypeError| err.to_string())
+}
+
+/// The Slurm options that change nothing on one Flex host: `--nodes` and `--export` only with
+/// the value Flex behaves as, the others accepted with a warning (returned).
+fn slurm_only(spec: &OptSpec, v: &str) -> Result<Option<String>, String> {
+    match spec.key {
+        Key::Nodes if !matches!(v.trim(), "1" | "1-1") => Err(format!(
+            "invalid node count {v:?}: a Flex job runs on one host, so only 1"
+        )),
+        Key::Export if !v.trim().eq_ignore_ascii_case("all") => Err(format!(
+            "invalid export {v:?}: Flex exports the whole environment, so only ALL"
+        )),
+        Key::Ignored => {
+            // Ignored, but a count must still be one (sbatch refuses `--ntasks=abc`).
+            if spec.value == Some("N") {
+                units::parse_count("count", v).map_err(|e| e.to_string())?;
+            }
+            Ok(Some(format!(
+                "--{} is ignored: {}",
+                spec.long,
+                spec.help.trim_start_matches("Accepted and ignored: ")
+            )))
+        }
+        _ => Ok(None),
+    }
+}
+
+impl Settings {
+    /// Apply one option. `value` is None only for flags. Returns a warning to show, if any.
+    pub fn apply(&mut self, spec: &OptSpec, value: Option<&str>) -> Result<Option<String>, String> {
+        let v = value.unwrap_or_default();
+        let e = |err: units::ValueError| err.to_string();
+        match spec.key {
+            Key::JobName => self.name = Some(non_empty("job name", v)?),
+            Key::Time => self.time_limit_s = Some(units::parse_time(v).map_err(e)?),
+            Key::Output => self.stdout = Some(units::parse_output_pattern(v).map_err(e)?),
+            Key::Error => self.stderr = Some(units::parse_output_pattern(v).map_err(e)?),
+            Key::Chdir => self.chdir = Some(PathBuf::from(non_empty("directory", v)?)),
+            Key::CoresPerLeaf => {
+                self.cores_per_leaf = Some(units::parse_count("cores per leaf", v).map_err(e)?)
+            }
+            Key::Gres => {
+                let (n, t) = parse_gres(v)?;
+                self.leaves = Some(n);
+                if t.is_some() {
+                    self.leaf_type = t;
+                }
+            }
+            Key::Gpus => self.gpus = Some(units::parse_fraction(v).map_err(e)?),
+            Key::Mem => {
+                self.mem_bytes = Some(units::parse_size(v, SizeUnit::Mebibytes).map_err(e)?)
+            }
+            Key::Account => self.account = Some(non_empty("account", v)?),
+            Key::Qos => self.qos = Some(non_empty("qos", v)?),
+            Key::Nice => self.nice = Some(parse_nice(v)?),
+            Key::Leaves => self.leaves = Some(units::parse_count("leaves", v).map_err(e)?),
+            Key::LeafType => self.leaf_type = Some(non_empty("leaf type", v)?),
+            Key::Placement => self.placement = Some(parse_placement(v)?),
+            Key::Model => self.model = Some(PathBuf::from(non_empty("model path", v)?)),
+            Key::BatchSize => {
+                self.batch_size = Some(units::parse_count("batch size", v).map_err(e)?)
+            }
+            Key::SeqLen => {
+                self.seq_len = Some(units::parse_count("sequence length", v).map_err(e)?)
+            }
+            Key::Dtype => self.dtype = Some(parse_dtype(v)?),
+            Key::Array => self.queue.array = Some(flex_proto::ArraySpec::parse(v)?),
+            Key::Dependency => {
+                self.queue.dependency = Some(flex_proto::Dependency::parse(v)?);
+            }
+            Key::Signal => self.signal = Some(parse_warn_signal(v)?),
+            Key::Hold => self.queue.hold = true,
+            Key::Requeue => self.queue.requeue = Some(true),
+            Key::NoRequeue => self.queue.requeue = Some(false),
+            Key::Train => self.mode = Some(Mode::Train),
+            Key::Infer => self.mode = Some(Mode::Infer),
+            Key::Nodes | Key::Export | Key::Ignored => return slurm_only(spec, v),
+        }
+        Ok(None)
+    }
+
+    /// The model-memory estimate the options ask for, if any.
+    pub fn estimate_input(&self) -> Result<Option<crate::estimate::EstimateInput>, String> {
+        let Some(model) = &self.model else {
+            if self.batch_size.is_some()
+                || self.seq_len.is_some()
+                || self.mode.is_some()
+                || self.dtype.is_some()
+            {
+                return Err(
+                    "--batch-size, --seq-len, --dtype, --train and --infer need --model".into(),
+                );
+            }
+            return Ok(None);
+        };
+        if self.mem_bytes.is_some() {
+            return Err("--mem and --model both size GPU memory: give one".into());
+        }
+        let Some(mode) = self.mode else {
+            return Err("--model needs --train or --infer".into());
+        };
+        Ok(Some(crate::estimate::EstimateInput {
+            model: model.clone(),
+            batch_size: self.batch_size.unwrap_or(1),
+            seq_len: self.seq_len,
+            dtype: self.dtype,
+            mode,
+            margin: crate::estimate::DEFAULT_MARGIN,
+        }))
+    }
+
+    /// The resource request: 1 leaf when nothing asks for a GPU resource, `mem_bytes` from the
+    /// options or the model estimate. A time limit or core count left unset is sent as 0, which
+    /// flexd replaces with its configured default (`default_time_limit`,
+    /// `default_cpus_per_leaf`).
+    pub fn request(&self, estimated_mem: Option<u64>) -> Result<Request, String> {
+        let mut r = Request {
+            leaves: self.leaves,
+            leaf_type: self.leaf_type.clone(),
+            gpus: self.gpus,
+            mem_bytes: self.mem_bytes.or(estimated_mem),
+            cores_per_leaf: self.cores_per_leaf.unwrap_or(0),
+            time_limit_s: self.time_limit_s.unwrap_or(0),
+            placement: self.placement,
+        };
+        if r.leaves.is_none() && r.gpus.is_none() && r.mem_bytes.is_none() {
+            r.leaves = Some(1);
+        }
+        // The defaults are flexd's; check the rest as if they were filled in.
+        Request {
+            cores_per_leaf: r.cores_per_leaf.max(1),
+            time_limit_s: r.time_limit_s.max(1),
+            ..r.clone()
+        }
+        .validate()?;
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests;

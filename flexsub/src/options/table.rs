@@ -1,0 +1,319 @@
+//! The option table: every job option's names, value and help.
+
+/// What an option sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Key {
+    JobName,
+    Time,
+    Output,
+    Error,
+    Chdir,
+    CoresPerLeaf,
+    Gres,
+    Gpus,
+    Mem,
+    Account,
+    Qos,
+    Nice,
+    Leaves,
+    LeafType,
+    Placement,
+    Model,
+    BatchSize,
+    SeqLen,
+    Dtype,
+    Train,
+    Infer,
+    Array,
+    Dependency,
+    Hold,
+    Requeue,
+    NoRequeue,
+    /// Slurm's node count: Flex runs a job on one host.
+    Nodes,
+    /// Slurm's `--export`: Flex always exports the whole environment.
+    Export,
+    /// sbatch's `--signal=[B:]SIG[@SECONDS]`.
+    Signal,
+    /// Slurm options with no meaning on one Flex host; accepted with a warning.
+    Ignored,
+}
+
+/// One option: its names, whether it takes a value (the value's name), and its help.
+#[derive(Clone, Copy, Debug)]
+pub struct OptSpec {
+    pub key: Key,
+    pub long: &'static str,
+    pub short: Option<char>,
+    /// None for a flag.
+    pub value: Option<&'static str>,
+    pub help: &'static str,
+}
+
+const fn opt(
+    key: Key,
+    long: &'static str,
+    short: Option<char>,
+    value: Option<&'static str>,
+    help: &'static str,
+) -> OptSpec {
+    OptSpec {
+        key,
+        long,
+        short,
+        value,
+        help,
+    }
+}
+
+/// Every job option, for directives and the command line alike.
+pub const OPTIONS: &[OptSpec] = &[
+    opt(
+        Key::JobName,
+        "job-name",
+        Some('J'),
+        Some("NAME"),
+        "Job name (default: the script's file name)",
+    ),
+    opt(
+        Key::Time,
+        "time",
+        Some('t'),
+        Some("TIME"),
+        "Time limit: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or 30s, 2h, 1h30m (default: flexd's default_time_limit)",
+    ),
+    opt(
+        Key::Output,
+        "output",
+        Some('o'),
+        Some("PATTERN"),
+        "stdout file; %j job id, %x job name, %u user, %A array job id, %a array task index, %% a percent sign",
+    ),
+    opt(
+        Key::Error,
+        "error",
+        Some('e'),
+        Some("PATTERN"),
+        "stderr file (default: with stdout)",
+    ),
+    opt(
+        Key::Chdir,
+        "chdir",
+        Some('D'),
+        Some("DIR"),
+        "Working directory of the job (default: the current one)",
+    ),
+    opt(
+        Key::CoresPerLeaf,
+        "cpus-per-task",
+        Some('c'),
+        Some("N"),
+        "CPU cores per leaf (default: flexd's default_cpus_per_leaf)",
+    ),
+    opt(
+        Key::Gres,
+        "gres",
+        None,
+        Some("gpu[:TYPE]:N"),
+        "N leaves, of leaf type TYPE if given (Slurm form)",
+    ),
+    opt(
+        Key::Gpus,
+        "gpus",
+        Some('G'),
+        Some("F"),
+        "GPU fraction (0.25) or count (2): on MIG, ceil(F x 7) slices' worth of leaves",
+    ),
+    opt(
+        Key::Mem,
+        "mem",
+        None,
+        Some("SIZE"),
+        "GPU memory: 512M, 16G, 1.5GiB; a bare number is megabytes, as in Slurm",
+    ),
+    opt(
+        Key::Account,
+        "account",
+        Some('A'),
+        Some("ACCOUNT"),
+        "Account to charge",
+    ),
+    opt(
+        Key::Leaves,
+        "leaves",
+        None,
+        Some("N"),
+        "Number of leaves (MIG instances, or whole GPUs without MIG)",
+    ),
+    opt(
+        Key::LeafType,
+        "leaf-type",
+        None,
+        Some("PROFILE"),
+        "Only leaves of this MIG profile (1g.10gb)",
+    ),
+    opt(
+        Key::Placement,
+        "placement",
+        None,
+        Some("STRATEGY"),
+        "Shares of whole GPUs: fill-first, balance-load or memory-optimized",
+    ),
+    opt(
+        Key::Model,
+        "model",
+        None,
+        Some("PATH"),
+        "Size GPU memory from this model (directory, .safetensors or config.json)",
+    ),
+    opt(
+        Key::BatchSize,
+        "batch-size",
+        None,
+        Some("B"),
+        "Batch size for --model",
+    ),
+    opt(
+        Key::SeqLen,
+        "seq-len",
+        None,
+        Some("S"),
+        "Sequence length for --model",
+    ),
+    opt(
+        Key::Dtype,
+        "dtype",
+        None,
+        Some("DTYPE"),
+        "Element type for --model: fp32, fp16, bf16, int8, fp8, int4",
+    ),
+    opt(
+        Key::Train,
+        "train",
+        None,
+        None,
+        "--model is trained (gradients, optimizer state)",
+    ),
+    opt(
+        Key::Infer,
+        "infer",
+        None,
+        None,
+        "--model only runs inference (KV cache)",
+    ),
+    opt(
+        Key::Qos,
+        "qos",
+        Some('q'),
+        Some("QOS"),
+        "Quality of service, as flexd.toml's [qos.NAME] defines it (default: its default_qos)",
+    ),
+    opt(
+        Key::Nice,
+        "nice",
+        None,
+        Some("N"),
+        "Lower the job's priority by N (-10000 to 10000; below 0 only for root)",
+    ),
+    opt(
+        Key::Array,
+        "array",
+        Some('a'),
+        Some("INDEXES"),
+        "A job array, a task per index: 0-15, 1,3,7, 1-9:2, combined; %N runs at most N tasks at once (0-99%4)",
+    ),
+    opt(
+        Key::Dependency,
+        "dependency",
+        Some('d'),
+        Some("LIST"),
+        "Start after other jobs: after, afterany, afterok, afternotok, aftercorr:ID[:ID...], singleton; ',' all of them, '?' any",
+    ),
+    opt(
+        Key::Hold,
+        "hold",
+        Some('H'),
+        None,
+        "Submit held (JobHeldUser) until `flexcontrol release`",
+    ),
+    opt(
+        Key::Requeue,
+        "requeue",
+        None,
+        None,
+        "The job may be requeued (the default)",
+    ),
+    opt(
+        Key::NoRequeue,
+        "no-requeue",
+        None,
+        None,
+        "The job may not be requeued",
+    ),
+    opt(
+        Key::Nodes,
+        "nodes",
+        Some('N'),
+        Some("1"),
+        "Node count; Flex runs a job on one host, so only 1",
+    ),
+    opt(
+        Key::Export,
+        "export",
+        None,
+        Some("ALL"),
+        "Environment to export; Flex always exports all of it, so only ALL",
+    ),
+    opt(
+        Key::Ignored,
+        "partition",
+        Some('p'),
+        Some("NAME"),
+        "Accepted and ignored: one Flex host has no partitions",
+    ),
+    opt(
+        Key::Ignored,
+        "ntasks",
+        Some('n'),
+        Some("N"),
+        "Accepted and ignored: flexrun starts one rank per leaf",
+    ),
+    opt(
+        Key::Ignored,
+        "ntasks-per-node",
+        None,
+        Some("N"),
+        "Accepted and ignored: flexrun starts one rank per leaf",
+    ),
+    opt(
+        Key::Signal,
+        "signal",
+        None,
+        Some("[B:]SIG[@SECONDS]"),
+        "Send SIG (a name or number) SECONDS (default 60) before the time limit; with B: to the batch shell only, else to the whole job",
+    ),
+    opt(
+        Key::Ignored,
+        "mail-type",
+        None,
+        Some("TYPE"),
+        "Accepted and ignored: Flex sends no mail",
+    ),
+    opt(
+        Key::Ignored,
+        "mail-user",
+        None,
+        Some("USER"),
+        "Accepted and ignored: Flex sends no mail",
+    ),
+];
+
+/// Find an option by its long name (without `--`).
+pub fn by_long(name: &str) -> Option<&'static OptSpec> {
+    OPTIONS.iter().find(|o| o.long == name)
+}
+
+/// Find an option by its short letter.
+pub fn by_short(c: char) -> Option<&'static OptSpec> {
+    OPTIONS.iter().find(|o| o.short == Some(c))
+}
