@@ -71,8 +71,10 @@ impl Accounting {
     }
 }
 
-/// Answer an Accounting request with the hosts' capacities from the state.
+/// Answer an Accounting request with the hosts' capacities from the state, once every change
+/// flexd has made so far is committed: a job `flexq` shows ended is ended in `flexacct` too.
 pub(crate) async fn answer(shared: &Shared, peer: &Peer, q: AcctQuery, now: u64) -> Response {
+    shared.barrier().await;
     let hosts = shared.with_core(|c| hosts(&c.state));
     shared.acct.answer(peer, q, hosts, now).await
 }
