@@ -143,17 +143,22 @@ pub(crate) fn prepare(
     );
     let accounts = settle(cfg, &shares, &mut who, &active);
     let units = st.cluster.units();
-    let mut ranked: Vec<(i64, &PendingJob, u32)> = jobs
-        .into_iter()
-        .map(|(p, k, submitted, base)| {
+    // Each job's priority, in the snapshot's order.
+    let in_order: Vec<i64> = jobs
+        .iter()
+        .map(|&(p, k, submitted, base)| {
             let w = who[k as usize].as_ref().expect("active");
             let parts = (w.fairshare, w.qos_factor);
             let f = job_factors(cfg, &p.request, base, submitted, parts, units, now);
-            (f.priority(&cfg.weights), p, k)
+            f.priority(&cfg.weights)
         })
         .collect();
     // The snapshot is in (base priority, id) order: nearly sorted by id, so this sort is cheap.
-    let mut priorities: Vec<(JobId, i64)> = ranked.iter().map(|r| (r.1.id, r.0)).collect();
+    let mut priorities: Vec<(JobId, i64)> = jobs
+        .iter()
+        .zip(&in_order)
+        .map(|(j, &pr)| (j.0.id, pr))
+        .collect();
     priorities.sort_unstable_by_key(|p| p.0);
     if !limited(cfg) {
         // Nothing to hold back: the snapshot itself takes the priorities (no copy of the queue).
@@ -161,9 +166,14 @@ pub(crate) fn prepare(
             queue: None,
             held: Vec::new(),
             priorities,
-            in_order: ranked.iter().map(|r| r.0).collect(),
+            in_order,
         });
     }
+    let mut ranked: Vec<(i64, &PendingJob, u32)> = jobs
+        .iter()
+        .zip(&in_order)
+        .map(|(&(p, k, ..), &pr)| (pr, p, k))
+        .collect();
     ranked.sort_unstable_by_key(|r| (std::cmp::Reverse(r.0), r.1.id));
     let (queue, held) = limit(cfg, st, &who, &accounts, ranked);
     Some(Prepared {
