@@ -13,7 +13,9 @@
 use super::exec_model::{run_time, ExecModel};
 use super::models::{ModelKind, SimModel};
 use super::trace::Trace;
-use flex_sched::{schedule_with, JobKind, PendingJob, Policy, Reason, RunningJob, Time};
+use flex_sched::{
+    schedule_with, JobKind, Pending, PendingJob, Policy, Reason, RunningJob, Start, Time,
+};
 use gres_plugin::{JobId, Request};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
@@ -150,28 +152,354 @@ struct Job {
 }
 
 /// Replay a trace on a model.
-pub fn simulate<M: SimModel>(mut model: M, trace: &Trace, cfg: &SimConfig) -> RunResult {
+pub fn simulate<M: SimModel>(model: M, trace: &Trace, cfg: &SimConfig) -> RunResult {
+    let mut run = Run::new(model, trace, cfg);
+    while let Some(t) = run.next_time() {
+        run.step(t);
+    }
+    run.finish()
+}
+
+/// The state of one replay: the model, every job, the queue, the running set and the events
+/// to come.
+struct Run<'a, M: SimModel> {
+    model: M,
+    trace: &'a Trace,
+    cfg: &'a SimConfig,
+    out: RunResult,
+    /// Admitted jobs, numbered 1.. in submission order, which is the core's queue order.
+    jobs: Vec<Job>,
+    /// Each job's index in the trace.
+    trace_of: Vec<usize>,
+    /// Each job's user, for fair share.
+    user_of: Vec<u32>,
+    /// Each user's decayed usage, for fair share.
+    usage: crate::fairness::Usage,
+    /// The execution-time factor of interference under this model.
+    interference: f64,
+    /// Jobs eligible to start, as the core sees them.
+    queue: Vec<PendingJob>,
+    running: Vec<RunningJob<M::Placement>>,
+    /// The job of each entry of `running`.
+    running_job: Vec<usize>,
+    events: BinaryHeap<Reverse<(Time, Event)>>,
+    /// The next job to arrive.
+    next_arrival: usize,
+    /// Jobs that waited on resources with enough free slices since `last_t`.
+    frag: Vec<usize>,
+    /// When waiting was last accounted.
+    last_t: Time,
+    /// Trace ids of jobs that ended (for the trace's `after` dependencies).
+    ended: HashSet<u64>,
+    /// Arrived jobs that wait for their dependencies.
+    blocked: Vec<usize>,
+}
+
+impl<'a, M: SimModel> Run<'a, M> {
+    /// Admit the trace's jobs to the model; those it can never hold are noted as not run.
+    fn new(model: M, trace: &'a Trace, cfg: &'a SimConfig) -> Self {
+        let mut out = RunResult {
+            model: M::KIND,
+            policy: cfg.policy,
+            jobs: Vec::new(),
+            not_run: Vec::new(),
+            reconfigurations: 0,
+            drain_s: cfg.drain_s,
+            suspended_job_s: 0,
+            ext_frag_time_s: 0,
+            capacity: model.capacity(),
+            passes: 0,
+            row_labels: if cfg.record_rows {
+                model.row_labels()
+            } else {
+                Vec::new()
+            },
+        };
+        let (mut jobs, trace_of) = admit(&model, trace, &mut out.not_run);
+        let (user_ix, names) = crate::fairness::users(trace);
+        let user_of = trace_of
+            .iter()
+            .map(|&i| user_ix[&trace.jobs[i].id])
+            .collect();
+        let interference = cfg.exec.interference(M::KIND);
+        for j in &mut jobs {
+            let least = model.min_factor(&j.pending, &cfg.exec) * interference;
+            j.min_run_s = run_time(j.duration_s, least).min(j.pending.request.time_limit_s);
+        }
+        Self {
+            model,
+            trace,
+            cfg,
+            out,
+            jobs,
+            trace_of,
+            user_of,
+            usage: crate::fairness::Usage::new(names.len()),
+            interference,
+            queue: Vec::new(),
+            running: Vec::new(),
+            running_job: Vec::new(),
+            events: BinaryHeap::new(),
+            next_arrival: 0,
+            frag: Vec::new(),
+            last_t: 0,
+            ended: HashSet::new(),
+            blocked: Vec::new(),
+        }
+    }
+
+    /// The time of the next event or arrival; None when there is neither.
+    fn next_time(&self) -> Option<Time> {
+        let next_event = self.events.peek().map(|Reverse((t, _))| *t);
+        let next_submit = self.jobs.get(self.next_arrival).map(|j| j.submit);
+        next_event.into_iter().chain(next_submit).min()
+    }
+
+    /// Everything that happens at `t`: events, arrivals, and a pass if anything changed.
+    fn step(&mut self, t: Time) {
+        let mut changed = self.apply_events(t);
+        changed |= self.arrive(t);
+        // Eligibility is decided before the pass, as flexd does.
+        self.release_ready();
+        if !changed {
+            return;
+        }
+        self.account_fragmentation(t);
+        if self.queue.is_empty() {
+            return;
+        }
+        self.pass(t);
+    }
+
+    /// Apply the events due at `t`; whether any of them changed something.
+    fn apply_events(&mut self, t: Time) -> bool {
+        let mut changed = false;
+        while let Some(&Reverse((et, ev))) = self.events.peek() {
+            if et != t {
+                break;
+            }
+            self.events.pop();
+            changed |= match ev {
+                Event::End(k) => self.end(k, t),
+                Event::Reconfigured(g) => {
+                    self.model.reconfigured(g);
+                    true
+                }
+            };
+        }
+        changed
+    }
+
+    /// Job `k` ends at `t`: its resources are freed and its usage charged. False when the
+    /// event is stale (a drain moved the job's end).
+    fn end(&mut self, k: usize, t: Time) -> bool {
+        if self.jobs[k].end != t || self.jobs[k].slot == usize::MAX {
+            return false;
+        }
+        let slot = self.jobs[k].slot;
+        let r = self.running.swap_remove(slot);
+        self.running_job.swap_remove(slot);
+        if let Some(&moved) = self.running_job.get(slot) {
+            self.jobs[moved].slot = slot;
+        }
+        self.jobs[k].slot = usize::MAX;
+        self.model.release(&r.placement);
+        if let Some(f) = &self.cfg.fairshare {
+            let start = self.jobs[k].start.unwrap_or(t);
+            self.usage
+                .charge(self.user_of[k], self.jobs[k].slices, start, t, f);
+        }
+        self.ended.insert(self.trace.jobs[self.trace_of[k]].id);
+        true
+    }
+
+    /// Jobs submitted at `t` arrive (blocked until their dependencies are met); whether any did.
+    fn arrive(&mut self, t: Time) -> bool {
+        let mut changed = false;
+        while self.next_arrival < self.jobs.len() && self.jobs[self.next_arrival].submit == t {
+            self.blocked.push(self.next_arrival);
+            self.next_arrival += 1;
+            changed = true;
+        }
+        changed
+    }
+
+    /// Queue the arrived jobs whose dependencies have all ended.
+    fn release_ready(&mut self) {
+        let (trace, trace_of, ended) = (self.trace, &self.trace_of, &self.ended);
+        let (jobs, queue) = (&self.jobs, &mut self.queue);
+        self.blocked.retain(|&k| {
+            let ready = trace.jobs[trace_of[k]]
+                .after
+                .iter()
+                .all(|d| ended.contains(d));
+            if ready {
+                queue.push(jobs[k].pending.clone());
+            }
+            !ready
+        });
+    }
+
+    /// Charge the time since the last accounting to the jobs that waited with enough free
+    /// slices, and to the run when any did.
+    fn account_fragmentation(&mut self, t: Time) {
+        for &k in &self.frag {
+            self.jobs[k].ext_frag_s += t - self.last_t;
+        }
+        if !self.frag.is_empty() {
+            self.out.ext_frag_time_s += t - self.last_t;
+        }
+        self.frag.clear();
+        self.last_t = t;
+    }
+
+    /// One scheduling pass at `t`: its starts are applied in order.
+    fn pass(&mut self, t: Time) {
+        if let Some(f) = &self.cfg.fairshare {
+            let (jobs, user_of) = (&self.jobs, &self.user_of);
+            let held = self.running_job.iter().map(|&rk| {
+                let j = &jobs[rk];
+                (user_of[rk], j.slices, j.start.unwrap_or(t))
+            });
+            let job = |p: &PendingJob| (p.id.0 - 1) as usize;
+            let (user, submit) = (
+                |p: &PendingJob| user_of[job(p)],
+                |p: &PendingJob| jobs[job(p)].submit,
+            );
+            self.usage
+                .prioritize(&mut self.queue, user, submit, held, t, f);
+        }
+        let jobs = &self.jobs;
+        let d = schedule_with(
+            &self.model,
+            &self.queue,
+            &self.running,
+            t,
+            &self.cfg.policy,
+            |q| jobs[(q.id.0 - 1) as usize].submit,
+        );
+        self.out.passes += 1;
+        for s in &d.starts {
+            self.start(s, t);
+        }
+        if !d.starts.is_empty() {
+            let jobs = &self.jobs;
+            self.queue
+                .retain(|q| jobs[(q.id.0 - 1) as usize].start.is_none());
+        }
+        self.note_fragmentation(&d.pending);
+    }
+
+    /// Start a job at `t` where the pass placed it, after its GPU's drain if the placement
+    /// reconfigures one.
+    fn start(&mut self, s: &Start<M::Placement>, t: Time) {
+        let k = (s.job.0 - 1) as usize;
+        self.model.occupy(&s.placement);
+        let mut own_drain = 0;
+        if let Some(g) = self.model.reconfigures(&s.placement) {
+            own_drain = self.cfg.drain_s;
+            self.drain(g, t);
+        }
+        let factor = self.model.factor(&s.placement, &self.cfg.exec) * self.interference;
+        let j = &mut self.jobs[k];
+        let limit = j.pending.request.time_limit_s;
+        let run = run_time(j.duration_s, factor);
+        j.timeout = run > limit;
+        j.run_s = run.min(limit);
+        j.start = Some(t);
+        j.drain_s = own_drain;
+        j.end = t + own_drain + j.run_s;
+        j.slices = self.model.slices(&s.placement);
+        if self.cfg.record_rows {
+            j.rows = self.model.rows(&s.placement);
+        }
+        j.slot = self.running.len();
+        self.events.push(Reverse((j.end, Event::End(k))));
+        self.running.push(RunningJob {
+            id: s.job,
+            placement: s.placement.clone(),
+            expected_end: t + own_drain + j.pending.request.time_limit_s,
+        });
+        self.running_job.push(k);
+    }
+
+    /// Reconfigure GPU `g` from `t`: it drains, and every job running on it is suspended for
+    /// as long, so its end moves.
+    fn drain(&mut self, g: u32, t: Time) {
+        let drain_s = self.cfg.drain_s;
+        self.out.reconfigurations += 1;
+        self.events
+            .push(Reverse((t + drain_s, Event::Reconfigured(g))));
+        for (r, &rk) in self.running.iter_mut().zip(&self.running_job) {
+            if self.model.on_gpu(&r.placement, g) {
+                r.expected_end += drain_s;
+                let j = &mut self.jobs[rk];
+                j.end += drain_s;
+                j.drain_s += drain_s;
+                self.out.suspended_job_s += drain_s;
+                self.events.push(Reverse((j.end, Event::End(rk))));
+            }
+        }
+    }
+
+    /// Note the jobs left waiting on resources while the free slices would hold them: external
+    /// fragmentation (or, under Dynamic-MIG, a reconfiguration they may not or cannot have yet).
+    fn note_fragmentation(&mut self, pending: &[Pending]) {
+        let mut free = None;
+        for p in pending {
+            if p.reason == Reason::Resources {
+                let k = (p.job.0 - 1) as usize;
+                if self.jobs[k].need <= *free.get_or_insert_with(|| self.model.free_slices()) {
+                    self.frag.push(k);
+                }
+            }
+        }
+    }
+
+    /// The run's result: a record of every job that ran, in submission order.
+    fn finish(self) -> RunResult {
+        let mut out = self.out;
+        for (k, j) in self.jobs.into_iter().enumerate() {
+            let id = self.trace.jobs[self.trace_of[k]].id;
+            let Some(start_s) = j.start else {
+                out.not_run.push(NotRun {
+                    id,
+                    reason: "never started".into(),
+                });
+                continue;
+            };
+            out.jobs.push(JobRecord {
+                id,
+                kind: j.pending.kind,
+                leaves: j.pending.request.leaves.unwrap_or(1),
+                submit_s: j.submit,
+                duration_s: j.duration_s,
+                start_s,
+                end_s: j.end,
+                run_s: j.run_s,
+                timeout: j.timeout,
+                min_run_s: j.min_run_s,
+                limit_s: j.pending.request.time_limit_s,
+                drain_s: j.drain_s,
+                ext_frag_s: j.ext_frag_s,
+                slices: j.slices,
+                need: j.need,
+                rows: j.rows,
+            });
+        }
+        out
+    }
+}
+
+/// The trace's jobs in submission order (ties in file order) as the core's pending jobs, those
+/// the model admits; with each one's index in the trace. The others go to `not_run`.
+fn admit<M: SimModel>(
+    model: &M,
+    trace: &Trace,
+    not_run: &mut Vec<NotRun>,
+) -> (Vec<Job>, Vec<usize>) {
     let mut order: Vec<usize> = (0..trace.jobs.len()).collect();
     order.sort_by_key(|&i| (trace.jobs[i].submit_s, i));
-    let mut out = RunResult {
-        model: M::KIND,
-        policy: cfg.policy,
-        jobs: Vec::new(),
-        not_run: Vec::new(),
-        reconfigurations: 0,
-        drain_s: cfg.drain_s,
-        suspended_job_s: 0,
-        ext_frag_time_s: 0,
-        capacity: model.capacity(),
-        passes: 0,
-        row_labels: if cfg.record_rows {
-            model.row_labels()
-        } else {
-            Vec::new()
-        },
-    };
-
-    // Jobs numbered 1.. in submission order, which is the core's queue order.
     let mut jobs: Vec<Job> = Vec::with_capacity(order.len());
     let mut trace_of: Vec<usize> = Vec::with_capacity(order.len());
     for &i in &order {
@@ -186,7 +514,7 @@ pub fn simulate<M: SimModel>(mut model: M, trace: &Trace, cfg: &SimConfig) -> Ru
             kind: t.kind,
         };
         if let Err(reason) = model.admit(&pending) {
-            out.not_run.push(NotRun { id: t.id, reason });
+            not_run.push(NotRun { id: t.id, reason });
             continue;
         }
         jobs.push(Job {
@@ -207,199 +535,5 @@ pub fn simulate<M: SimModel>(mut model: M, trace: &Trace, cfg: &SimConfig) -> Ru
         });
         trace_of.push(i);
     }
-
-    let (user_ix, names) = crate::fairness::users(trace);
-    let user_of: Vec<u32> = trace_of
-        .iter()
-        .map(|&i| user_ix[&trace.jobs[i].id])
-        .collect();
-    let mut usage = crate::fairness::Usage::new(names.len());
-    let interference = cfg.exec.interference(M::KIND);
-    for j in &mut jobs {
-        let least = model.min_factor(&j.pending, &cfg.exec) * interference;
-        j.min_run_s = run_time(j.duration_s, least).min(j.pending.request.time_limit_s);
-    }
-    let mut queue: Vec<PendingJob> = Vec::new();
-    let mut running: Vec<RunningJob<M::Placement>> = Vec::new();
-    let mut running_job: Vec<usize> = Vec::new();
-    let mut events: BinaryHeap<Reverse<(Time, Event)>> = BinaryHeap::new();
-    let mut next_arrival = 0;
-    let mut frag: Vec<usize> = Vec::new();
-    let mut last_t: Time = 0;
-    // Dependencies (the trace's `after`): ended jobs by trace id, and arrived jobs that wait.
-    let mut ended: HashSet<u64> = HashSet::new();
-    let mut blocked: Vec<usize> = Vec::new();
-    let deps_done = |k: usize, ended: &HashSet<u64>| {
-        trace.jobs[trace_of[k]]
-            .after
-            .iter()
-            .all(|d| ended.contains(d))
-    };
-
-    loop {
-        let next_event = events.peek().map(|Reverse((t, _))| *t);
-        let next_submit = jobs.get(next_arrival).map(|j| j.submit);
-        let t = match (next_event, next_submit) {
-            (None, None) => break,
-            (a, b) => a.into_iter().chain(b).min().expect("one is set"),
-        };
-        let mut changed = false;
-        while let Some(&Reverse((et, ev))) = events.peek() {
-            if et != t {
-                break;
-            }
-            events.pop();
-            match ev {
-                Event::End(k) => {
-                    if jobs[k].end != t || jobs[k].slot == usize::MAX {
-                        continue; // moved by a drain
-                    }
-                    let slot = jobs[k].slot;
-                    let r = running.swap_remove(slot);
-                    running_job.swap_remove(slot);
-                    if let Some(&moved) = running_job.get(slot) {
-                        jobs[moved].slot = slot;
-                    }
-                    jobs[k].slot = usize::MAX;
-                    model.release(&r.placement);
-                    if let Some(f) = &cfg.fairshare {
-                        let start = jobs[k].start.unwrap_or(t);
-                        usage.charge(user_of[k], jobs[k].slices, start, t, f);
-                    }
-                    ended.insert(trace.jobs[trace_of[k]].id);
-                }
-                Event::Reconfigured(g) => model.reconfigured(g),
-            }
-            changed = true;
-        }
-        while next_arrival < jobs.len() && jobs[next_arrival].submit == t {
-            blocked.push(next_arrival);
-            next_arrival += 1;
-            changed = true;
-        }
-        // Eligibility is decided before the pass, as flexd does.
-        blocked.retain(|&k| {
-            let ready = deps_done(k, &ended);
-            if ready {
-                queue.push(jobs[k].pending.clone());
-            }
-            !ready
-        });
-        if !changed {
-            continue;
-        }
-        for &k in &frag {
-            jobs[k].ext_frag_s += t - last_t;
-        }
-        if !frag.is_empty() {
-            out.ext_frag_time_s += t - last_t;
-        }
-        frag.clear();
-        last_t = t;
-        if queue.is_empty() {
-            continue;
-        }
-
-        if let Some(f) = &cfg.fairshare {
-            let held = running_job.iter().map(|&rk| {
-                let j = &jobs[rk];
-                (user_of[rk], j.slices, j.start.unwrap_or(t))
-            });
-            let job = |p: &PendingJob| (p.id.0 - 1) as usize;
-            let (user, submit) = (
-                |p: &PendingJob| user_of[job(p)],
-                |p: &PendingJob| jobs[job(p)].submit,
-            );
-            usage.prioritize(&mut queue, user, submit, held, t, f);
-        }
-        let d = schedule_with(&model, &queue, &running, t, &cfg.policy, |q| {
-            jobs[(q.id.0 - 1) as usize].submit
-        });
-        out.passes += 1;
-        for s in &d.starts {
-            let k = (s.job.0 - 1) as usize;
-            model.occupy(&s.placement);
-            let mut own_drain = 0;
-            if let Some(g) = model.reconfigures(&s.placement) {
-                own_drain = cfg.drain_s;
-                out.reconfigurations += 1;
-                events.push(Reverse((t + cfg.drain_s, Event::Reconfigured(g))));
-                for (r, &rk) in running.iter_mut().zip(&running_job) {
-                    if model.on_gpu(&r.placement, g) {
-                        r.expected_end += cfg.drain_s;
-                        let j = &mut jobs[rk];
-                        j.end += cfg.drain_s;
-                        j.drain_s += cfg.drain_s;
-                        out.suspended_job_s += cfg.drain_s;
-                        events.push(Reverse((j.end, Event::End(rk))));
-                    }
-                }
-            }
-            let factor = model.factor(&s.placement, &cfg.exec) * interference;
-            let j = &mut jobs[k];
-            let limit = j.pending.request.time_limit_s;
-            let run = run_time(j.duration_s, factor);
-            j.timeout = run > limit;
-            j.run_s = run.min(limit);
-            j.start = Some(t);
-            j.drain_s = own_drain;
-            j.end = t + own_drain + j.run_s;
-            j.slices = model.slices(&s.placement);
-            if cfg.record_rows {
-                j.rows = model.rows(&s.placement);
-            }
-            j.slot = running.len();
-            events.push(Reverse((j.end, Event::End(k))));
-            running.push(RunningJob {
-                id: s.job,
-                placement: s.placement.clone(),
-                expected_end: t + own_drain + j.pending.request.time_limit_s,
-            });
-            running_job.push(k);
-        }
-        if !d.starts.is_empty() {
-            queue.retain(|q| jobs[(q.id.0 - 1) as usize].start.is_none());
-        }
-        // Waiting on resources while the free slices would hold the job: external fragmentation
-        // (or, under Dynamic-MIG, a reconfiguration it may not or cannot have yet).
-        let mut free = None;
-        for p in &d.pending {
-            if p.reason == Reason::Resources {
-                let k = (p.job.0 - 1) as usize;
-                if jobs[k].need <= *free.get_or_insert_with(|| model.free_slices()) {
-                    frag.push(k);
-                }
-            }
-        }
-    }
-
-    for (k, j) in jobs.into_iter().enumerate() {
-        let id = trace.jobs[trace_of[k]].id;
-        let Some(start_s) = j.start else {
-            out.not_run.push(NotRun {
-                id,
-                reason: "never started".into(),
-            });
-            continue;
-        };
-        out.jobs.push(JobRecord {
-            id,
-            kind: j.pending.kind,
-            leaves: j.pending.request.leaves.unwrap_or(1),
-            submit_s: j.submit,
-            duration_s: j.duration_s,
-            start_s,
-            end_s: j.end,
-            run_s: j.run_s,
-            timeout: j.timeout,
-            min_run_s: j.min_run_s,
-            limit_s: j.pending.request.time_limit_s,
-            drain_s: j.drain_s,
-            ext_frag_s: j.ext_frag_s,
-            slices: j.slices,
-            need: j.need,
-            rows: j.rows,
-        });
-    }
-    out
+    (jobs, trace_of)
 }

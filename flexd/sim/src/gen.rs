@@ -206,6 +206,30 @@ fn multiset(category: Category, kind: KindMix) -> Vec<(u32, JobKind)> {
 pub fn generate(spec: &GenSpec) -> Result<Trace, String> {
     spec.validate()?;
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
+    let picks = pick_sizes(spec, &mut rng)?;
+    let mut jobs: Vec<TraceJob> = picks
+        .into_iter()
+        .enumerate()
+        .map(|(i, (size, kind))| TraceJob {
+            id: i as u64 + 1,
+            submit_s: 0,
+            leaves: size,
+            duration_s: draw_duration(&spec.duration_mix, &mut rng),
+            kind,
+            mem_gb: None,
+            time_limit_s: None,
+            user: None,
+            after: Vec::new(),
+        })
+        .collect();
+    set_limits(spec, &mut jobs);
+    set_arrivals(spec, &mut jobs, &mut rng);
+    Ok(Trace { jobs })
+}
+
+/// The (size, kind) of each job in trace order: rounds of the category's multiset, capped as
+/// the spec says, each shuffled, cut at the spec's number of jobs.
+fn pick_sizes(spec: &GenSpec, rng: &mut ChaCha8Rng) -> Result<Vec<(u32, JobKind)>, String> {
     let mut base = multiset(spec.category, spec.kind);
     if let Some(m) = spec.max_size {
         match spec.oversize {
@@ -223,44 +247,34 @@ pub fn generate(spec: &GenSpec) -> Result<Trace, String> {
     let mut picks = Vec::with_capacity(n);
     while picks.len() < n {
         let mut round = base.clone();
-        round.shuffle(&mut rng);
+        round.shuffle(rng);
         picks.extend(round.into_iter().take(n - picks.len()));
     }
+    Ok(picks)
+}
 
-    let total_w: f64 = spec.duration_mix.iter().sum();
-    let mut jobs: Vec<TraceJob> = picks
-        .into_iter()
-        .enumerate()
-        .map(|(i, (size, kind))| {
-            let mut u = rng.gen::<f64>() * total_w;
-            let mut class = DURATION_CLASSES.len() - 1;
-            for (c, w) in spec.duration_mix.iter().enumerate() {
-                if u < *w {
-                    class = c;
-                    break;
-                }
-                u -= w;
-            }
-            let (lo, hi) = DURATION_CLASSES[class];
-            TraceJob {
-                id: i as u64 + 1,
-                submit_s: 0,
-                leaves: size,
-                duration_s: rng.gen_range(lo..=hi),
-                kind,
-                mem_gb: None,
-                time_limit_s: None,
-                user: None,
-                after: Vec::new(),
-            }
-        })
-        .collect();
+/// A duration: a class drawn by the mix's weights, then uniform inside the class.
+fn draw_duration(mix: &[f64; 3], rng: &mut ChaCha8Rng) -> u64 {
+    let total_w: f64 = mix.iter().sum();
+    let mut u = rng.gen::<f64>() * total_w;
+    let mut class = DURATION_CLASSES.len() - 1;
+    for (c, w) in mix.iter().enumerate() {
+        if u < *w {
+            class = c;
+            break;
+        }
+        u -= w;
+    }
+    let (lo, hi) = DURATION_CLASSES[class];
+    rng.gen_range(lo..=hi)
+}
 
-    // Limits from a stream of their own, so that sizes, durations and arrivals stay those of
-    // the same seed without limits.
+/// Time limits as users set them. They come from a stream of their own, so that sizes,
+/// durations and arrivals stay those of the same seed without limits.
+fn set_limits(spec: &GenSpec, jobs: &mut [TraceJob]) {
     let mut limits = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x6c69_6d69_7473);
     let (lo, hi) = spec.limit_factor;
-    for j in &mut jobs {
+    for j in jobs {
         let f = if hi > lo {
             limits.gen_range(lo..=hi)
         } else {
@@ -268,12 +282,15 @@ pub fn generate(spec: &GenSpec) -> Result<Trace, String> {
         };
         j.time_limit_s = Some(user_limit(j.duration_s, f, spec.limit_granularity_s));
     }
+}
 
+/// Submission times: a Poisson process offering the spec's load, the first job at 0.
+fn set_arrivals(spec: &GenSpec, jobs: &mut [TraceJob], rng: &mut ChaCha8Rng) {
     let work: f64 = jobs
         .iter()
         .map(|j| j.leaves as f64 * j.duration_s as f64)
         .sum();
-    let mean_gap = work / (n as f64 * spec.total_leaves as f64 * spec.load);
+    let mean_gap = work / (jobs.len() as f64 * spec.total_leaves as f64 * spec.load);
     let mut t = 0.0f64;
     for (i, j) in jobs.iter_mut().enumerate() {
         if i > 0 {
@@ -282,7 +299,6 @@ pub fn generate(spec: &GenSpec) -> Result<Trace, String> {
         }
         j.submit_s = t as u64;
     }
-    Ok(Trace { jobs })
 }
 
 #[cfg(test)]

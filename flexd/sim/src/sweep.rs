@@ -147,11 +147,29 @@ pub struct Sweep {
 }
 
 /// Run the sweep; `tick` after each run.
-pub fn run(spec: &SweepSpec, hw: &Hardware, mut tick: impl FnMut()) -> Result<Sweep, SimError> {
+pub fn run(spec: &SweepSpec, hw: &Hardware, tick: impl FnMut()) -> Result<Sweep, SimError> {
     let base_policy = *spec
         .policies
         .first()
         .ok_or_else(|| SimError::Usage("no policy to sweep".into()))?;
+    let runs = sweep_runs(spec, hw, base_policy, tick)?;
+    let rows = summarize(spec, &runs);
+    Ok(Sweep {
+        spec: spec.clone(),
+        baseline: format!("fm {}", policy_name(&base_policy)),
+        rows,
+        runs,
+    })
+}
+
+/// Every model under every policy on every trace of the sweep, each compared with Flex-MIG
+/// under `base_policy` on the same trace; `tick` after each run.
+fn sweep_runs(
+    spec: &SweepSpec,
+    hw: &Hardware,
+    base_policy: Policy,
+    mut tick: impl FnMut(),
+) -> Result<Vec<SweepRun>, SimError> {
     let mut runs = Vec::new();
     for &shape in &spec.shapes {
         for &category in &spec.categories {
@@ -197,6 +215,12 @@ pub fn run(spec: &SweepSpec, hw: &Hardware, mut tick: impl FnMut()) -> Result<Sw
             }
         }
     }
+    Ok(runs)
+}
+
+/// The table's rows: per shape, per category and then all categories together, per model and
+/// policy, the spread of the runs; combinations without runs have no row.
+fn summarize(spec: &SweepSpec, runs: &[SweepRun]) -> Vec<SweepRow> {
     let mut rows = Vec::new();
     for &shape in &spec.shapes {
         let cats = spec
@@ -217,36 +241,38 @@ pub fn run(spec: &SweepSpec, hw: &Hardware, mut tick: impl FnMut()) -> Result<Sw
                                 && r.metrics.policy == name
                         })
                         .collect();
-                    let s = |f: &dyn Fn(&SweepRun) -> f64| {
-                        spread(&mut sel.iter().map(|r| f(r)).collect::<Vec<_>>())
-                    };
-                    let Some(makespan_s) = s(&|r| r.metrics.makespan_s as f64) else {
-                        continue;
-                    };
-                    let waits: f64 = sel.iter().map(|r| r.metrics.avg_wait_s).sum();
-                    let base_waits: f64 = sel.iter().map(|r| r.base_avg_wait_s).sum();
-                    rows.push(SweepRow {
-                        shape: shape.to_string(),
-                        category: cat_name.clone(),
-                        model,
-                        policy: name,
-                        makespan_s,
-                        avg_wait_s: s(&|r| r.metrics.avg_wait_s).expect("same runs"),
-                        avg_jct_s: s(&|r| r.metrics.avg_jct_s).expect("same runs"),
-                        makespan_over_bound: s(&|r| r.metrics.makespan_over_bound)
-                            .expect("same runs"),
-                        makespan_vs_base: s(&|r| r.makespan_vs_base).expect("same runs"),
-                        wait_vs_base: ratio(waits, base_waits),
-                    });
+                    rows.extend(row(&sel, shape, &cat_name, model, name));
                 }
             }
         }
     }
-    Ok(Sweep {
-        spec: spec.clone(),
-        baseline: format!("fm {}", policy_name(&base_policy)),
-        rows,
-        runs,
+    rows
+}
+
+/// One row over the selected runs; None when there are none.
+fn row(
+    sel: &[&SweepRun],
+    shape: Shape,
+    category: &str,
+    model: ModelKind,
+    policy: String,
+) -> Option<SweepRow> {
+    let s =
+        |f: &dyn Fn(&SweepRun) -> f64| spread(&mut sel.iter().map(|r| f(r)).collect::<Vec<_>>());
+    let makespan_s = s(&|r| r.metrics.makespan_s as f64)?;
+    let waits: f64 = sel.iter().map(|r| r.metrics.avg_wait_s).sum();
+    let base_waits: f64 = sel.iter().map(|r| r.base_avg_wait_s).sum();
+    Some(SweepRow {
+        shape: shape.to_string(),
+        category: category.to_string(),
+        model,
+        policy,
+        makespan_s,
+        avg_wait_s: s(&|r| r.metrics.avg_wait_s).expect("same runs"),
+        avg_jct_s: s(&|r| r.metrics.avg_jct_s).expect("same runs"),
+        makespan_over_bound: s(&|r| r.metrics.makespan_over_bound).expect("same runs"),
+        makespan_vs_base: s(&|r| r.makespan_vs_base).expect("same runs"),
+        wait_vs_base: ratio(waits, base_waits),
     })
 }
 

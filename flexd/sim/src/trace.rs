@@ -10,6 +10,7 @@
 //! with its line number, the field and the value.
 
 use flex_sched::JobKind;
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -97,25 +98,7 @@ impl Trace {
                 path: origin.to_string(),
                 source,
             })?;
-        // The csv crate counts neither comment lines nor blank lines, and a record's position
-        // may be at the comments before it: skip those, then count the newlines before it.
-        let newlines: Vec<usize> = (0..data.len()).filter(|&i| data[i] == b'\n').collect();
-        let line_at = |byte: u64| {
-            let mut b = (byte as usize).min(data.len());
-            while b < data.len() {
-                let end = data[b..]
-                    .iter()
-                    .position(|&c| c == b'\n')
-                    .map_or(data.len(), |i| b + i);
-                let line = &data[b..end];
-                if line.first() == Some(&b'#') || line.iter().all(|c| c.is_ascii_whitespace()) {
-                    b = end + 1;
-                } else {
-                    break;
-                }
-            }
-            1 + newlines.partition_point(|&n| n < b) as u64
-        };
+        let lines = LineIndex::new(&data);
         let bad = |line: u64, message: String| TraceError::Bad {
             origin: origin.to_string(),
             line,
@@ -127,108 +110,21 @@ impl Trace {
             .from_reader(data.as_slice());
         let headers = rdr
             .headers()
-            .map_err(|e| bad(csv_byte(&e).map_or(1, line_at), csv_message(&e)))?
+            .map_err(|e| bad(lines.of_error(&e, 1), csv_message(&e)))?
             .clone();
-        let header_line = headers.position().map_or(1, |p| line_at(p.byte()));
-        let col = |name: &str| headers.iter().position(|h| h == name);
-        let mut cols = [0usize; 5];
-        for (i, name) in REQUIRED.iter().enumerate() {
-            cols[i] = col(name).ok_or_else(|| {
-                bad(
-                    header_line,
-                    format!(
-                        "missing column \"{name}\" (the header needs {})",
-                        REQUIRED.join(",")
-                    ),
-                )
-            })?;
-        }
-        for h in headers.iter() {
-            if !REQUIRED.contains(&h) && !OPTIONAL.contains(&h) {
-                tracing::warn!("{origin}:{header_line}: ignoring unknown column \"{h}\"");
-            }
-        }
-        let (mem_col, limit_col, after_col) = (col("mem_gb"), col("time_limit_s"), col("after"));
-        let user_col = col("user");
+        let header_line = headers.position().map_or(1, |p| lines.line_at(p.byte()));
+        let cols = Columns::find(&headers, origin, header_line)?;
 
         let mut jobs = Vec::new();
-        let mut first_line = std::collections::HashMap::new();
+        let mut first_line = HashMap::new();
         for rec in rdr.records() {
-            let rec = rec.map_err(|e| bad(csv_byte(&e).map_or(0, line_at), csv_message(&e)))?;
-            let line = rec.position().map_or(0, |p| line_at(p.byte()));
-            let field = |i: usize| rec.get(i).unwrap_or("");
-            let err =
-                |name: &str, value: &str, why: &str| bad(line, format!("{name} \"{value}\" {why}"));
-
-            let id_s = field(cols[0]);
-            let id: u64 = id_s
-                .parse()
-                .map_err(|_| err("job_id", id_s, "is not a whole number"))?;
-            if let Some(prev) = first_line.insert(id, line) {
-                return Err(err(
-                    "job_id",
-                    id_s,
-                    &format!("appears twice (first on line {prev})"),
-                ));
-            }
-            let submit_s =
-                seconds(field(cols[1]), true).map_err(|w| err("submit_s", field(cols[1]), w))?;
-            let leaves_s = field(cols[2]);
-            let leaves: u32 = leaves_s
-                .parse()
-                .map_err(|_| err("leaves", leaves_s, "is not a whole number"))?;
-            if leaves == 0 {
-                return Err(err("leaves", leaves_s, "must be at least 1"));
-            }
-            if leaves > MAX_LEAVES {
-                return Err(err(
-                    "leaves",
-                    leaves_s,
-                    &format!("is more than {MAX_LEAVES}"),
-                ));
-            }
-            let duration_s =
-                seconds(field(cols[3]), false).map_err(|w| err("duration_s", field(cols[3]), w))?;
-            let kind_s = field(cols[4]);
-            let kind = match kind_s {
-                "train" => JobKind::Batch,
-                "infer" => JobKind::Infer,
-                _ => return Err(err("kind", kind_s, "must be train or infer")),
+            let rec = rec.map_err(|e| bad(lines.of_error(&e, 0), csv_message(&e)))?;
+            let row = Row {
+                rec: &rec,
+                line: rec.position().map_or(0, |p| lines.line_at(p.byte())),
+                origin,
             };
-            let mem_gb = match mem_col.map(field).filter(|s| !s.is_empty()) {
-                None => None,
-                Some(s) => match s.parse::<f64>() {
-                    Ok(g) if g.is_finite() && g > 0.0 => Some(g),
-                    _ => return Err(err("mem_gb", s, "must be a number of GB greater than 0")),
-                },
-            };
-            let time_limit_s = match limit_col.map(field).filter(|s| !s.is_empty()) {
-                None => None,
-                Some(s) => Some(seconds(s, false).map_err(|w| err("time_limit_s", s, w))?),
-            };
-            let user = user_col
-                .map(field)
-                .filter(|s| !s.is_empty())
-                .map(String::from);
-            let after = match after_col.map(field).filter(|s| !s.is_empty()) {
-                None => Vec::new(),
-                Some(s) => s
-                    .split(':')
-                    .map(|d| d.trim().parse::<u64>())
-                    .collect::<Result<_, _>>()
-                    .map_err(|_| err("after", s, "is not job_ids separated by ':'"))?,
-            };
-            jobs.push(TraceJob {
-                id,
-                submit_s,
-                leaves,
-                duration_s,
-                kind,
-                mem_gb,
-                time_limit_s,
-                user,
-                after,
-            });
+            jobs.push(row.job(&cols, &mut first_line)?);
         }
         if jobs.is_empty() {
             return Err(bad(header_line, "the trace has no jobs".into()));
@@ -281,6 +177,199 @@ impl Trace {
             out.write_record(&row)?;
         }
         out.flush()
+    }
+}
+
+/// Line numbers of byte offsets in a trace's text.
+///
+/// The csv crate counts neither comment lines nor blank lines, and a record's position may be
+/// at the comments before it: those are skipped, then the newlines before it counted.
+struct LineIndex<'d> {
+    data: &'d [u8],
+    newlines: Vec<usize>,
+}
+
+impl<'d> LineIndex<'d> {
+    fn new(data: &'d [u8]) -> Self {
+        let newlines = (0..data.len()).filter(|&i| data[i] == b'\n').collect();
+        Self { data, newlines }
+    }
+
+    /// The line (from 1) of the record at `byte`.
+    fn line_at(&self, byte: u64) -> u64 {
+        let data = self.data;
+        let mut b = (byte as usize).min(data.len());
+        while b < data.len() {
+            let end = data[b..]
+                .iter()
+                .position(|&c| c == b'\n')
+                .map_or(data.len(), |i| b + i);
+            let line = &data[b..end];
+            if line.first() == Some(&b'#') || line.iter().all(|c| c.is_ascii_whitespace()) {
+                b = end + 1;
+            } else {
+                break;
+            }
+        }
+        1 + self.newlines.partition_point(|&n| n < b) as u64
+    }
+
+    /// The line a csv error is about; `unknown` where it names no position.
+    fn of_error(&self, e: &csv::Error, unknown: u64) -> u64 {
+        csv_byte(e).map_or(unknown, |b| self.line_at(b))
+    }
+}
+
+/// Where each known column is in the header.
+struct Columns {
+    /// The [`REQUIRED`] columns, in that order.
+    required: [usize; 5],
+    mem_gb: Option<usize>,
+    time_limit_s: Option<usize>,
+    after: Option<usize>,
+    user: Option<usize>,
+}
+
+impl Columns {
+    /// Find the columns of a header on line `line`; a missing required column is an error,
+    /// an unknown one a warning.
+    fn find(headers: &csv::StringRecord, origin: &str, line: u64) -> Result<Self, TraceError> {
+        let col = |name: &str| headers.iter().position(|h| h == name);
+        let mut required = [0usize; 5];
+        for (i, name) in REQUIRED.iter().enumerate() {
+            required[i] = col(name).ok_or_else(|| TraceError::Bad {
+                origin: origin.to_string(),
+                line,
+                message: format!(
+                    "missing column \"{name}\" (the header needs {})",
+                    REQUIRED.join(",")
+                ),
+            })?;
+        }
+        for h in headers.iter() {
+            if !REQUIRED.contains(&h) && !OPTIONAL.contains(&h) {
+                tracing::warn!("{origin}:{line}: ignoring unknown column \"{h}\"");
+            }
+        }
+        Ok(Self {
+            required,
+            mem_gb: col("mem_gb"),
+            time_limit_s: col("time_limit_s"),
+            after: col("after"),
+            user: col("user"),
+        })
+    }
+}
+
+/// One record of a trace, with the line it is on for errors.
+struct Row<'r> {
+    rec: &'r csv::StringRecord,
+    line: u64,
+    origin: &'r str,
+}
+
+impl<'r> Row<'r> {
+    /// The job of this row. `first_line` holds the line of every job_id seen so far; a job_id
+    /// seen before is an error.
+    fn job(
+        &self,
+        cols: &Columns,
+        first_line: &mut HashMap<u64, u64>,
+    ) -> Result<TraceJob, TraceError> {
+        let [id_col, submit_col, leaves_col, duration_col, kind_col] = cols.required;
+        let id_s = self.field(id_col);
+        let id: u64 = id_s
+            .parse()
+            .map_err(|_| self.err("job_id", id_s, "is not a whole number"))?;
+        if let Some(prev) = first_line.insert(id, self.line) {
+            return Err(self.err(
+                "job_id",
+                id_s,
+                &format!("appears twice (first on line {prev})"),
+            ));
+        }
+        let submit_s = self.seconds("submit_s", self.field(submit_col), true)?;
+        let leaves = self.leaves(self.field(leaves_col))?;
+        let duration_s = self.seconds("duration_s", self.field(duration_col), false)?;
+        let kind = self.kind(self.field(kind_col))?;
+        let mem_gb = match self.optional(cols.mem_gb) {
+            None => None,
+            Some(s) => match s.parse::<f64>() {
+                Ok(g) if g.is_finite() && g > 0.0 => Some(g),
+                _ => return Err(self.err("mem_gb", s, "must be a number of GB greater than 0")),
+            },
+        };
+        let time_limit_s = match self.optional(cols.time_limit_s) {
+            None => None,
+            Some(s) => Some(self.seconds("time_limit_s", s, false)?),
+        };
+        let user = self.optional(cols.user).map(String::from);
+        let after = match self.optional(cols.after) {
+            None => Vec::new(),
+            Some(s) => s
+                .split(':')
+                .map(|d| d.trim().parse::<u64>())
+                .collect::<Result<_, _>>()
+                .map_err(|_| self.err("after", s, "is not job_ids separated by ':'"))?,
+        };
+        Ok(TraceJob {
+            id,
+            submit_s,
+            leaves,
+            duration_s,
+            kind,
+            mem_gb,
+            time_limit_s,
+            user,
+            after,
+        })
+    }
+
+    /// The field in column `i`, empty where the record is short.
+    fn field(&self, i: usize) -> &'r str {
+        self.rec.get(i).unwrap_or("")
+    }
+
+    /// An optional column's field; None where the column is absent or the field empty.
+    fn optional(&self, col: Option<usize>) -> Option<&'r str> {
+        col.map(|i| self.field(i)).filter(|s| !s.is_empty())
+    }
+
+    /// A bad field: its column's name, its value and what is wrong with it.
+    fn err(&self, name: &str, value: &str, why: &str) -> TraceError {
+        TraceError::Bad {
+            origin: self.origin.to_string(),
+            line: self.line,
+            message: format!("{name} \"{value}\" {why}"),
+        }
+    }
+
+    /// A field of seconds ([`seconds`]).
+    fn seconds(&self, name: &str, value: &str, zero_ok: bool) -> Result<u64, TraceError> {
+        seconds(value, zero_ok).map_err(|why| self.err(name, value, why))
+    }
+
+    /// The `leaves` field: a whole number from 1 to [`MAX_LEAVES`].
+    fn leaves(&self, s: &str) -> Result<u32, TraceError> {
+        let leaves: u32 = s
+            .parse()
+            .map_err(|_| self.err("leaves", s, "is not a whole number"))?;
+        if leaves == 0 {
+            return Err(self.err("leaves", s, "must be at least 1"));
+        }
+        if leaves > MAX_LEAVES {
+            return Err(self.err("leaves", s, &format!("is more than {MAX_LEAVES}")));
+        }
+        Ok(leaves)
+    }
+
+    /// The `kind` field: train or infer.
+    fn kind(&self, s: &str) -> Result<JobKind, TraceError> {
+        match s {
+            "train" => Ok(JobKind::Batch),
+            "infer" => Ok(JobKind::Infer),
+            _ => Err(self.err("kind", s, "must be train or infer")),
+        }
     }
 }
 

@@ -39,8 +39,9 @@ fn a_file_overrides_keys_and_unknown_keys_warn() {
     assert!(w[1].contains("`limits.what`"));
 }
 
-/// The same text gives flexsim --flexd-config the same policy (flexd/sim/src/cli.rs tests
-/// this very file text): both go through the core's PolicyKeys.
+/// The same text gives flexsim --flexd-config the same policy
+/// (flexd/sim/src/cli/flexd_config.rs tests this very file text): both go through the core's
+/// PolicyKeys.
 #[test]
 fn policy_keys_conservative_adaptive() {
     let file = "policy = \"conservative\"\nbackfill_window = 0\nqueue_order = \"adaptive\"\naging_pct = 50\n";
