@@ -103,35 +103,7 @@ pub(crate) fn prepare(
     if cfg.weights.is_zero() && !limited(cfg) {
         return None;
     }
-    let roster = &st.roster;
-    let mut who: Vec<Option<Who>> = (0..roster.keys.len()).map(|_| None).collect();
-    let mut active = Vec::new();
-    let mut jobs = Vec::with_capacity(snapshot.len());
-    for p in snapshot {
-        let &(k, submitted, base) = roster
-            .jobs
-            .get(&p.id)
-            .expect("a queued job is on the roster");
-        if who[k as usize].is_none() {
-            let key = &roster.keys[k as usize];
-            let qos_name: &str = if key.qos.is_empty() {
-                &cfg.default_qos
-            } else {
-                &key.qos
-            };
-            who[k as usize] = Some(Who {
-                key,
-                qos: cfg.qos.get(qos_name),
-                qos_name,
-                fairshare: 0.0,
-                qos_factor: 0.0,
-                group: k,
-                account: 0,
-            });
-            active.push(k);
-        }
-        jobs.push((p, k, submitted, base));
-    }
+    let (mut who, active, jobs) = gather(cfg, &st.roster, snapshot);
     let shares = Shares::new(
         st,
         cfg,
@@ -182,6 +154,47 @@ pub(crate) fn prepare(
         priorities,
         in_order: Vec::new(),
     })
+}
+
+/// A queued job of this pass: its queue entry, its who, submit time and base priority.
+type Queued<'a> = (&'a PendingJob, u32, u64, i64);
+
+/// The snapshot's jobs with their who, each who of this pass (by roster index; None for those
+/// with no queued job), and the indexes of those that have some, in order of appearance.
+fn gather<'a>(
+    cfg: &'a PriorityConfig,
+    roster: &'a Roster,
+    snapshot: &'a [PendingJob],
+) -> (Vec<Option<Who<'a>>>, Vec<u32>, Vec<Queued<'a>>) {
+    let mut who: Vec<Option<Who>> = (0..roster.keys.len()).map(|_| None).collect();
+    let mut active = Vec::new();
+    let mut jobs = Vec::with_capacity(snapshot.len());
+    for p in snapshot {
+        let &(k, submitted, base) = roster
+            .jobs
+            .get(&p.id)
+            .expect("a queued job is on the roster");
+        if who[k as usize].is_none() {
+            let key = &roster.keys[k as usize];
+            let qos_name: &str = if key.qos.is_empty() {
+                &cfg.default_qos
+            } else {
+                &key.qos
+            };
+            who[k as usize] = Some(Who {
+                key,
+                qos: cfg.qos.get(qos_name),
+                qos_name,
+                fairshare: 0.0,
+                qos_factor: 0.0,
+                group: k,
+                account: 0,
+            });
+            active.push(k);
+        }
+        jobs.push((p, k, submitted, base));
+    }
+    (who, active, jobs)
 }
 
 /// Each active who's fair share, QOS factor, limit group and account index; the accounts'
