@@ -307,7 +307,14 @@ impl State {
 
     /// Why a pending job that is not in the core's queue waits; None when the core decides.
     pub(crate) fn held_back(&self, j: &Job) -> Option<&'static str> {
-        if j.row.state != JobState::Pending || self.pending.contains(j.row.id) {
+        if j.row.state != JobState::Pending {
+            return None;
+        }
+        if plain(j) {
+            // Pending and unheld, a plain job is in the core's queue.
+            return j.row.q.hold.reason();
+        }
+        if self.pending.contains(j.row.id) {
             return None;
         }
         if let Some(r) = j.row.q.hold.reason() {
