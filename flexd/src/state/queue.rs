@@ -68,8 +68,13 @@ impl Queue {
                 (Some(a), Some(b)) => order(a) <= order(b),
                 _ => true,
             };
-            // Exactly: a doubling Vec of 100,000 queued jobs would hold up to 10 MB unused.
-            v.reserve_exact(self.incoming.len());
+            // By an eighth at a time: a doubling Vec of 100,000 queued jobs would hold up to
+            // 10 MB unused, and growing by each pass's arrivals alone would copy the queue on
+            // every pass of a stream of submissions.
+            let want = v.len() + self.incoming.len();
+            if want > v.capacity() {
+                v.reserve_exact(self.incoming.len().max(v.len() / 8));
+            }
             v.append(&mut self.incoming);
             if !in_order {
                 // Two sorted runs: the stable sort merges them in one sweep.
