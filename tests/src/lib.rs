@@ -55,7 +55,7 @@ pub fn bin(name: &str) -> PathBuf {
     let p = bin_dir().join(name);
     assert!(
         p.exists(),
-        "{} is missing: run `cargo test --workspace` or `cargo build --workspace --bins` first",
+        "{} is missing: run `cargo build --workspace --bins` first (README, command 2)",
         p.display()
     );
     p

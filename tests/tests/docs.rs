@@ -302,3 +302,25 @@ fn every_key_of_the_config_is_documented_in_flexd_toml_5() {
     }
     assert!(page.contains(".SS [limits]"));
 }
+
+/// README's second command is the test command, and `.ci/run` must run exactly it: a drift
+/// between the two once left CI without the flexd binary.
+#[test]
+fn ci_runs_the_readme_test_command() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let command = readme
+        .lines()
+        .find_map(|l| l.split_once("# 2.").map(|(cmd, _)| cmd.trim().to_string()))
+        .expect("README.md has a command marked `# 2.`");
+    let ci = std::fs::read_to_string(root().join(".ci/run")).expect(".ci/run");
+    let last = ci
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .expect(".ci/run runs a command");
+    assert_eq!(
+        last, command,
+        ".ci/run's last command is not README's command 2"
+    );
+}
