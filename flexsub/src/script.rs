@@ -72,6 +72,12 @@ fn options_of(words: &[String]) -> Result<Vec<Written<'_>>, String> {
             ));
         };
         let written = match (spec.value, inline) {
+            // A refused flag is refused whatever it is given (`--get-user-env=60L`).
+            (None, Some(v)) if spec.key == Key::Refused => Written {
+                spec,
+                shown: w.clone(),
+                value: Some(v),
+            },
             (None, Some(_)) => {
                 return Err(format!("{w}: option \"--{}\" takes no value", spec.long))
             }
@@ -256,7 +262,7 @@ mod tests {
         assert_eq!(s.time_limit_s, Some(3600));
         assert_eq!(s.leaves, Some(4));
         assert_eq!(s.leaf_type.as_deref(), Some("1g.5gb"));
-        assert_eq!(s.cores_per_leaf, Some(2));
+        assert_eq!(s.cpus_per_task, Some(2));
         assert_eq!(s.stdout.as_deref(), Some("out-%j.log"));
         assert_eq!(s.stderr.as_deref(), Some("err-%j.log"));
         assert_eq!(s.mem_bytes, None, "#SBATCH --mem is host memory");
@@ -298,8 +304,21 @@ mod tests {
                 "job.sh:1: #SBATCH --bogus=1: unknown option \"--bogus\"",
             ),
             (
-                "#!/bin/sh\n#FLEX -x 3\n",
-                "job.sh:2: #FLEX -x: unknown option \"-x\"",
+                "#!/bin/sh\n#FLEX -y 3\n",
+                "job.sh:2: #FLEX -y: unknown option \"-y\"",
+            ),
+            (
+                "#!/bin/sh\n#SBATCH --container-image=nvcr.io/nvidia/pytorch:24.01-py3\n",
+                "job.sh:2: #SBATCH --container-image=nvcr.io/nvidia/pytorch:24.01-py3: \
+                 --container-image is refused: Flex runs no pyxis/enroot containers",
+            ),
+            (
+                "#!/bin/sh\n#SBATCH --get-user-env=60L\n",
+                "job.sh:2: #SBATCH --get-user-env=60L: --get-user-env is refused",
+            ),
+            (
+                "#!/bin/sh\n#SBATCH -w elsewhere-node07\n",
+                "job.sh:2: #SBATCH -w elsewhere-node07: --nodelist names elsewhere-node07",
             ),
             (
                 "#!/bin/sh\n#FLEX --leaves 0\n",

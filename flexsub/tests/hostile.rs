@@ -10,7 +10,7 @@ use flex_proto::{
     self, Env, FrameError, Hello, JobSpec, JobState, QueueFilter, QueueRow, QueueRows, Request,
     Response,
 };
-use flexsub::options::{Settings, OPTIONS};
+use flexsub::options::{self, Settings};
 use flexsub::script::{apply_directives, check_directive_count};
 use flexsub::units::{
     expand_output_pattern, parse_count, parse_fraction, parse_output_pattern, parse_signal,
@@ -101,8 +101,8 @@ proptest! {
 
 /// One word of a directive line.
 fn word() -> impl Strategy<Value = String> {
-    let longs: Vec<&'static str> = OPTIONS.iter().map(|o| o.long).collect();
-    let shorts: Vec<char> = OPTIONS.iter().filter_map(|o| o.short).collect();
+    let longs: Vec<&'static str> = options::all().map(|o| o.long).collect();
+    let shorts: Vec<char> = options::all().filter_map(|o| o.short).collect();
     prop_oneof![
         3 => (prop::sample::select(longs.clone()), value())
             .prop_map(|(l, v)| format!("--{l}={v}")),

@@ -3,7 +3,7 @@ complete -c flexsub -s t -l time -d 'Time limit: M, M:S, H:M:S, D-H, D-H:M, D-H:
 complete -c flexsub -s o -l output -d 'stdout file; %j job id, %x job name, %u user, %A array job id, %a array task index, %% a percent sign' -r
 complete -c flexsub -s e -l error -d 'stderr file (default: with stdout)' -r
 complete -c flexsub -s D -l chdir -d 'Working directory of the job (default: the current one)' -r
-complete -c flexsub -s c -l cpus-per-task -d 'CPU cores per leaf (default: flexd\'s default_cpus_per_leaf)' -r
+complete -c flexsub -s c -l cpus-per-task -d 'CPU cores per task: with -n, N x ntasks cores spread over the leaves; without, N per leaf (default: flexd\'s default_cpus_per_leaf)' -r
 complete -c flexsub -l gres -d 'N leaves, of leaf type TYPE if given (Slurm form)' -r
 complete -c flexsub -s G -l gpus -d 'GPU fraction (0.25) or count (2): on MIG, ceil(F x 7) slices\' worth of leaves' -r
 complete -c flexsub -l mem -d 'GPU memory: 512M, 16G, 1.5GiB; a bare number is megabytes, as in Slurm' -r
@@ -19,20 +19,52 @@ complete -c flexsub -s q -l qos -d 'Quality of service, as flexd.toml\'s [qos.NA
 complete -c flexsub -l nice -d 'Lower the job\'s priority by N (-10000 to 10000; below 0 only for root)' -r
 complete -c flexsub -s a -l array -d 'A job array, a task per index: 0-15, 1,3,7, 1-9:2, combined; %N runs at most N tasks at once (0-99%4)' -r
 complete -c flexsub -s d -l dependency -d 'Start after other jobs: after, afterany, afterok, afternotok, aftercorr:ID[:ID...], singleton; \',\' all of them, \'?\' any' -r
+complete -c flexsub -l signal -d 'Send SIG (a name or number) SECONDS (default 60) before the time limit; with B: to the batch shell only, else to the whole job' -r
 complete -c flexsub -s N -l nodes -d 'Node count; Flex runs a job on one host, so only 1' -r
 complete -c flexsub -l export -d 'Environment to export; Flex always exports all of it, so only ALL' -r
+complete -c flexsub -s n -l ntasks -d 'Number of tasks, for -c and --gpus-per-task (flexrun still starts one rank per leaf)' -r
+complete -c flexsub -l ntasks-per-node -d 'Tasks on the one node: as --ntasks' -r
+complete -c flexsub -l gpus-per-node -d 'GPUs on the one node: as --gpus N' -r
+complete -c flexsub -l gpus-per-task -d 'GPUs per task: as --gpus N x ntasks (ntasks from -n, --ntasks-per-node, else 1)' -r
+complete -c flexsub -l cpus-per-gpu -d 'CPU cores per leaf (overrides -c)' -r
+complete -c flexsub -s w -l nodelist -d 'Hosts to run on: must name this host (short name or FQDN)' -r
+complete -c flexsub -s x -l exclude -d 'Hosts not to run on: must not name this host' -r
 complete -c flexsub -s p -l partition -d 'Accepted and ignored: one Flex host has no partitions' -r
-complete -c flexsub -s n -l ntasks -d 'Accepted and ignored: flexrun starts one rank per leaf' -r
-complete -c flexsub -l ntasks-per-node -d 'Accepted and ignored: flexrun starts one rank per leaf' -r
-complete -c flexsub -l signal -d 'Send SIG (a name or number) SECONDS (default 60) before the time limit; with B: to the batch shell only, else to the whole job' -r
 complete -c flexsub -l mail-type -d 'Accepted and ignored: Flex sends no mail' -r
 complete -c flexsub -l mail-user -d 'Accepted and ignored: Flex sends no mail' -r
+complete -c flexsub -l mem-per-cpu -d 'Accepted and ignored: host memory, which Flex does not allocate' -r
+complete -c flexsub -l mem-per-gpu -d 'Accepted and ignored: host memory, which Flex does not allocate' -r
+complete -c flexsub -l mincpus -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
+complete -c flexsub -l threads-per-core -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
+complete -c flexsub -l sockets-per-node -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
+complete -c flexsub -l cores-per-socket -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
+complete -c flexsub -l hint -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
+complete -c flexsub -l gres-flags -d 'Accepted and ignored: each leaf\'s cores are on its GPU\'s NUMA node already' -r
+complete -c flexsub -l gpu-bind -d 'Accepted and ignored: flexrun gives each rank its own leaf as CUDA device 0' -r
+complete -c flexsub -s m -l distribution -d 'Accepted and ignored: flexrun starts one rank per leaf' -r
+complete -c flexsub -l tmp -d 'Accepted and ignored: Flex does not allocate disk' -r
+complete -c flexsub -l profile -d 'Accepted and ignored: Flex gathers no profiles' -r
+complete -c flexsub -l acctg-freq -d 'Accepted and ignored: flexacct keeps each job\'s totals' -r
+complete -c flexsub -s L -l licenses -d 'Accepted and ignored: Flex has no licenses' -r
+complete -c flexsub -l reservation -d 'Accepted and ignored: Flex has no reservations' -r
+complete -c flexsub -l wckey -d 'Accepted and ignored: Flex keeps no workload keys' -r
+complete -c flexsub -l container-image -d 'Refused: Flex runs no pyxis/enroot containers; start the container from the script (enroot start, apptainer exec, docker run)' -r
+complete -c flexsub -l container-mounts -d 'Refused: Flex runs no pyxis/enroot containers; start the container from the script (enroot start, apptainer exec, docker run)' -r
+complete -c flexsub -l container-workdir -d 'Refused: Flex runs no pyxis/enroot containers; start the container from the script (enroot start, apptainer exec, docker run)' -r
+complete -c flexsub -l container-name -d 'Refused: Flex runs no pyxis/enroot containers; start the container from the script (enroot start, apptainer exec, docker run)' -r
+complete -c flexsub -l uid -d 'Refused: a job runs as the user who submits it' -r
+complete -c flexsub -l gid -d 'Refused: a job runs with the submitting user\'s groups' -r
+complete -c flexsub -s M -l clusters -d 'Refused: Flex is one host; submit on the cluster\'s own host' -r
+complete -c flexsub -l cluster -d 'Refused: Flex is one host; submit on the cluster\'s own host' -r
 complete -c flexsub -l wrap -d 'Run CMD with /bin/sh instead of a script' -r
 complete -c flexsub -l train -d '--model is trained (gradients, optimizer state)'
 complete -c flexsub -l infer -d '--model only runs inference (KV cache)'
 complete -c flexsub -s H -l hold -d 'Submit held (JobHeldUser) until `flexcontrol release`'
 complete -c flexsub -l requeue -d 'The job may be requeued (the default)'
 complete -c flexsub -l no-requeue -d 'The job may not be requeued'
+complete -c flexsub -s s -l oversubscribe -d 'Accepted and ignored: sharing follows the request (a --gpus fraction shares a GPU)'
+complete -c flexsub -l spread-job -d 'Accepted and ignored: a Flex job runs on one host'
+complete -c flexsub -l get-user-env -d 'Refused: the job gets the submitting environment (--export=ALL), not a login shell\'s'
 complete -c flexsub -l parsable -d 'Print only the job id'
 complete -c flexsub -s W -l wait -d 'Return when the job ends, with its exit code (1 when it failed otherwise)'
 complete -c flexsub -l test-only -d 'Print where and when the job would start; queue nothing'

@@ -5,7 +5,7 @@
 use crate::client::Client;
 use crate::error::Error;
 use crate::estimate::{self, Breakdown};
-use crate::options::{Key, Settings, OPTIONS};
+use crate::options::{self, Key, Settings};
 use crate::{script, table};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use flex_proto::{JobSpec, JobState, QueueFilter, Request, Response, WouldStart};
@@ -13,7 +13,7 @@ use gres_plugin::JobId;
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
-/// flexsub's command line: the job options of [`OPTIONS`] and flexsub's own.
+/// flexsub's command line: the job options of [`options::all`] and flexsub's own.
 pub fn command() -> Command {
     let mut cmd = Command::new("flexsub")
         .about("Submit a batch script to flexd (like sbatch)")
@@ -23,7 +23,7 @@ pub fn command() -> Command {
         )
         .version(env!("CARGO_PKG_VERSION"))
         .args_override_self(true);
-    for o in OPTIONS {
+    for o in options::all() {
         let mut a = Arg::new(o.long).long(o.long).help(o.help);
         if let Some(c) = o.short {
             a = a.short(c);
@@ -35,7 +35,7 @@ pub fn command() -> Command {
                 .allow_hyphen_values(true),
             None => a.action(ArgAction::SetTrue),
         };
-        if o.key == Key::Ignored {
+        if matches!(o.key, Key::Ignored | Key::Refused) {
             a = a.hide(true);
         }
         cmd = cmd.arg(a);
@@ -234,7 +234,7 @@ fn load_script(m: &ArgMatches) -> Result<(String, String, Vec<String>), Error> {
 /// Apply the command line's job options after the script's.
 fn apply_command_line(m: &ArgMatches, s: &mut Settings) -> Result<Vec<String>, Error> {
     let mut warnings = Vec::new();
-    for o in OPTIONS {
+    for o in options::all() {
         let value = match o.value {
             Some(_) => match m.get_one::<String>(o.long) {
                 Some(v) => Some(v.as_str()),

@@ -8,8 +8,10 @@ use gres_plugin::request::Strategy;
 use gres_plugin::Request;
 use std::path::PathBuf;
 
+mod slurm;
 mod table;
-pub use table::{by_long, by_short, Key, OptSpec, OPTIONS};
+pub use slurm::SLURM_OPTIONS;
+pub use table::{all, by_long, by_short, Key, OptSpec, OPTIONS};
 
 /// What the options asked for so far.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -19,7 +21,13 @@ pub struct Settings {
     pub stdout: Option<String>,
     pub stderr: Option<String>,
     pub chdir: Option<PathBuf>,
-    pub cores_per_leaf: Option<u32>,
+    /// `-c`: cores per task.
+    pub cpus_per_task: Option<u32>,
+    /// `--cpus-per-gpu`: cores per leaf.
+    pub cpus_per_gpu: Option<u32>,
+    pub ntasks: Option<u32>,
+    pub ntasks_per_node: Option<u32>,
+    pub gpus_per_task: Option<u32>,
     pub leaves: Option<u32>,
     pub leaf_type: Option<String>,
     pub gpus: Option<f64>,
@@ -123,31 +131,6 @@ fn parse_dtype(v: &str) -> Result<Dtype, String> {
         .map_err(|err: crate::estimate::ParseDtypeError| err.to_string())
 }
 
-/// The Slurm options that change nothing on one Flex host: `--nodes` and `--export` only with
-/// the value Flex behaves as, the others accepted with a warning (returned).
-fn slurm_only(spec: &OptSpec, v: &str) -> Result<Option<String>, String> {
-    match spec.key {
-        Key::Nodes if !matches!(v.trim(), "1" | "1-1") => Err(format!(
-            "invalid node count {v:?}: a Flex job runs on one host, so only 1"
-        )),
-        Key::Export if !v.trim().eq_ignore_ascii_case("all") => Err(format!(
-            "invalid export {v:?}: Flex exports the whole environment, so only ALL"
-        )),
-        Key::Ignored => {
-            // Ignored, but a count must still be one (sbatch refuses `--ntasks=abc`).
-            if spec.value == Some("N") {
-                units::parse_count("count", v).map_err(|e| e.to_string())?;
-            }
-            Ok(Some(format!(
-                "--{} is ignored: {}",
-                spec.long,
-                spec.help.trim_start_matches("Accepted and ignored: ")
-            )))
-        }
-        _ => Ok(None),
-    }
-}
-
 impl Settings {
     /// Apply one option. `value` is None only for flags. Returns a warning to show, if any.
     pub fn apply(&mut self, spec: &OptSpec, value: Option<&str>) -> Result<Option<String>, String> {
@@ -159,8 +142,8 @@ impl Settings {
             Key::Output => self.stdout = Some(units::parse_output_pattern(v).map_err(e)?),
             Key::Error => self.stderr = Some(units::parse_output_pattern(v).map_err(e)?),
             Key::Chdir => self.chdir = Some(PathBuf::from(non_empty("directory", v)?)),
-            Key::CoresPerLeaf => {
-                self.cores_per_leaf = Some(units::parse_count("cores per leaf", v).map_err(e)?)
+            Key::CpusPerTask => {
+                self.cpus_per_task = Some(units::parse_count("cores per task", v).map_err(e)?)
             }
             Key::Gres => {
                 let (n, t) = parse_gres(v)?;
@@ -197,7 +180,17 @@ impl Settings {
             Key::NoRequeue => self.queue.requeue = Some(false),
             Key::Train => self.mode = Some(Mode::Train),
             Key::Infer => self.mode = Some(Mode::Infer),
-            Key::Nodes | Key::Export | Key::Ignored => return slurm_only(spec, v),
+            Key::Nodes
+            | Key::Export
+            | Key::Ntasks
+            | Key::NtasksPerNode
+            | Key::GpusPerNode
+            | Key::GpusPerTask
+            | Key::CpusPerGpu
+            | Key::Nodelist
+            | Key::Exclude
+            | Key::Refused
+            | Key::Ignored => return slurm::apply(self, spec, v),
         }
         Ok(None)
     }
@@ -232,23 +225,55 @@ impl Settings {
         }))
     }
 
+    /// The tasks Slurm would start: `-n`, else `--ntasks-per-node` (one node), if either.
+    fn tasks(&self) -> Option<u32> {
+        self.ntasks.or(self.ntasks_per_node)
+    }
+
+    /// Cores per leaf: `--cpus-per-gpu` as it is; `-c` (cores per task) with a task count and
+    /// a leaf count known here is the tasks' cores spread over the leaves, rounded up per
+    /// leaf; else `-c` per leaf (one task per leaf). 0 when neither is given (flexd's
+    /// default).
+    fn cores_per_leaf(&self, leaves: Option<u32>) -> Result<u32, String> {
+        if let Some(n) = self.cpus_per_gpu {
+            return Ok(n);
+        }
+        let Some(c) = self.cpus_per_task else {
+            return Ok(0);
+        };
+        match (self.tasks(), leaves) {
+            (Some(t), Some(l)) => u32::try_from((u64::from(t) * u64::from(c)).div_ceil(l.into()))
+                .map_err(|_| format!("{t} tasks of {c} cores are more than any host has")),
+            _ => Ok(c),
+        }
+    }
+
     /// The resource request: 1 leaf when nothing asks for a GPU resource, `mem_bytes` from the
     /// options or the model estimate. A time limit or core count left unset is sent as 0, which
     /// flexd replaces with its configured default (`default_time_limit`,
     /// `default_cpus_per_leaf`).
     pub fn request(&self, estimated_mem: Option<u64>) -> Result<Request, String> {
+        let gpus = match self.gpus_per_task {
+            Some(g) => Some(f64::from(g) * f64::from(self.tasks().unwrap_or(1))),
+            None => self.gpus,
+        };
         let mut r = Request {
             leaves: self.leaves,
             leaf_type: self.leaf_type.clone(),
-            gpus: self.gpus,
+            gpus,
             mem_bytes: self.mem_bytes.or(estimated_mem),
-            cores_per_leaf: self.cores_per_leaf.unwrap_or(0),
+            cores_per_leaf: 0,
             time_limit_s: self.time_limit_s.unwrap_or(0),
             placement: self.placement,
         };
         if r.leaves.is_none() && r.gpus.is_none() && r.mem_bytes.is_none() {
             r.leaves = Some(1);
         }
+        // With a GPU count or memory, flexd picks how many leaves: one task per leaf.
+        let known = r
+            .leaves
+            .filter(|_| r.gpus.is_none() && r.mem_bytes.is_none());
+        r.cores_per_leaf = self.cores_per_leaf(known)?;
         // The defaults are flexd's; check the rest as if they were filled in.
         Request {
             cores_per_leaf: r.cores_per_leaf.max(1),

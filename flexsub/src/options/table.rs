@@ -8,7 +8,8 @@ pub enum Key {
     Output,
     Error,
     Chdir,
-    CoresPerLeaf,
+    /// `-c`: cores per task (see `Settings::request` for how tasks map to leaves).
+    CpusPerTask,
     Gres,
     Gpus,
     Mem,
@@ -29,6 +30,21 @@ pub enum Key {
     Hold,
     Requeue,
     NoRequeue,
+    /// `-n` and `--ntasks-per-node`: how many tasks, for `-c` and `--gpus-per-task`.
+    Ntasks,
+    NtasksPerNode,
+    /// `--gpus-per-node N`: `--gpus N` on the one node.
+    GpusPerNode,
+    /// `--gpus-per-task N`: N GPUs for each task.
+    GpusPerTask,
+    /// `--cpus-per-gpu N`: N cores per leaf.
+    CpusPerGpu,
+    /// `-w/--nodelist` and `-x/--exclude`: only this host may be named, and it may not be
+    /// excluded.
+    Nodelist,
+    Exclude,
+    /// Slurm options that change what runs in ways Flex cannot honour; refused with why.
+    Refused,
     /// Slurm's node count: Flex runs a job on one host.
     Nodes,
     /// Slurm's `--export`: Flex always exports the whole environment.
@@ -50,7 +66,7 @@ pub struct OptSpec {
     pub help: &'static str,
 }
 
-const fn opt(
+pub(super) const fn opt(
     key: Key,
     long: &'static str,
     short: Option<char>,
@@ -104,11 +120,11 @@ pub const OPTIONS: &[OptSpec] = &[
         "Working directory of the job (default: the current one)",
     ),
     opt(
-        Key::CoresPerLeaf,
+        Key::CpusPerTask,
         "cpus-per-task",
         Some('c'),
         Some("N"),
-        "CPU cores per leaf (default: flexd's default_cpus_per_leaf)",
+        "CPU cores per task: with -n, N x ntasks cores spread over the leaves; without, N per leaf (default: flexd's default_cpus_per_leaf)",
     ),
     opt(
         Key::Gres,
@@ -251,69 +267,25 @@ pub const OPTIONS: &[OptSpec] = &[
         "The job may not be requeued",
     ),
     opt(
-        Key::Nodes,
-        "nodes",
-        Some('N'),
-        Some("1"),
-        "Node count; Flex runs a job on one host, so only 1",
-    ),
-    opt(
-        Key::Export,
-        "export",
-        None,
-        Some("ALL"),
-        "Environment to export; Flex always exports all of it, so only ALL",
-    ),
-    opt(
-        Key::Ignored,
-        "partition",
-        Some('p'),
-        Some("NAME"),
-        "Accepted and ignored: one Flex host has no partitions",
-    ),
-    opt(
-        Key::Ignored,
-        "ntasks",
-        Some('n'),
-        Some("N"),
-        "Accepted and ignored: flexrun starts one rank per leaf",
-    ),
-    opt(
-        Key::Ignored,
-        "ntasks-per-node",
-        None,
-        Some("N"),
-        "Accepted and ignored: flexrun starts one rank per leaf",
-    ),
-    opt(
         Key::Signal,
         "signal",
         None,
         Some("[B:]SIG[@SECONDS]"),
         "Send SIG (a name or number) SECONDS (default 60) before the time limit; with B: to the batch shell only, else to the whole job",
     ),
-    opt(
-        Key::Ignored,
-        "mail-type",
-        None,
-        Some("TYPE"),
-        "Accepted and ignored: Flex sends no mail",
-    ),
-    opt(
-        Key::Ignored,
-        "mail-user",
-        None,
-        Some("USER"),
-        "Accepted and ignored: Flex sends no mail",
-    ),
 ];
+
+/// Every job option: Flex's own and the Slurm ones of [`super::slurm::SLURM_OPTIONS`].
+pub fn all() -> impl Iterator<Item = &'static OptSpec> {
+    OPTIONS.iter().chain(super::slurm::SLURM_OPTIONS)
+}
 
 /// Find an option by its long name (without `--`).
 pub fn by_long(name: &str) -> Option<&'static OptSpec> {
-    OPTIONS.iter().find(|o| o.long == name)
+    all().find(|o| o.long == name)
 }
 
 /// Find an option by its short letter.
 pub fn by_short(c: char) -> Option<&'static OptSpec> {
-    OPTIONS.iter().find(|o| o.short == Some(c))
+    all().find(|o| o.short == Some(c))
 }

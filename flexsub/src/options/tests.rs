@@ -6,8 +6,9 @@ fn set(s: &mut Settings, long: &str, v: &str) -> Result<Option<String>, String> 
 
 #[test]
 fn names_are_unique() {
-    for (i, a) in OPTIONS.iter().enumerate() {
-        for b in &OPTIONS[i + 1..] {
+    let all: Vec<&OptSpec> = all().collect();
+    for (i, a) in all.iter().enumerate() {
+        for b in &all[i + 1..] {
             assert_ne!(a.long, b.long);
             assert!(a.short.is_none() || a.short != b.short, "{}", a.long);
         }
@@ -17,14 +18,138 @@ fn names_are_unique() {
 #[test]
 fn ignored_counts_must_still_be_counts() {
     let mut s = Settings::default();
-    assert!(set(&mut s, "ntasks", "4")
-        .unwrap()
-        .is_some_and(|n| n.contains("ignored")));
-    let err = set(&mut s, "ntasks", "abc").unwrap_err();
-    assert!(err.contains("\"abc\""), "{err}");
+    for (opt, good, bad) in [
+        ("mincpus", "4", "abc"),
+        ("threads-per-core", "1", "0"),
+        ("sockets-per-node", "2", "-1"),
+        ("cores-per-socket", "8", "x"),
+        ("mem-per-cpu", "4G", "lots"),
+        ("mem-per-gpu", "16000", "1Q"),
+        ("tmp", "100G", ""),
+    ] {
+        let w = set(&mut s, opt, good).unwrap().unwrap();
+        assert!(w.starts_with(&format!("--{opt} is ignored: ")), "{w}");
+        let err = set(&mut s, opt, bad).unwrap_err();
+        assert!(err.contains(&format!("{bad:?}")), "{opt}: {err}");
+    }
+    // The task counts mean something now, and are still counts.
+    assert_eq!(set(&mut s, "ntasks", "4"), Ok(None));
+    assert!(set(&mut s, "ntasks", "abc")
+        .unwrap_err()
+        .contains("\"abc\""));
     assert!(set(&mut s, "ntasks-per-node", "0").is_err());
     // Ignored options with other values take any text.
-    assert!(set(&mut s, "partition", "gpu-long").is_ok());
+    for (opt, v) in [
+        ("partition", "gpu-long"),
+        ("hint", "nomultithread"),
+        ("distribution", "block:cyclic"),
+        ("licenses", "matlab:2"),
+        ("reservation", "maint"),
+        ("wckey", "proj"),
+        ("gres-flags", "enforce-binding"),
+        ("gpu-bind", "closest"),
+        ("profile", "task"),
+        ("acctg-freq", "task=30"),
+    ] {
+        assert!(
+            set(&mut s, opt, v).unwrap().unwrap().contains("ignored"),
+            "{opt}"
+        );
+    }
+    for flag in ["oversubscribe", "spread-job"] {
+        let w = s.apply(by_long(flag).unwrap(), None).unwrap().unwrap();
+        assert!(w.contains("ignored"), "{w}");
+    }
+    assert_eq!(
+        s,
+        Settings {
+            ntasks: Some(4),
+            ..Settings::default()
+        }
+    );
+}
+
+#[test]
+fn options_that_change_what_runs_are_refused_with_why() {
+    let mut s = Settings::default();
+    for (opt, why) in [
+        ("container-image", "pyxis/enroot"),
+        ("container-mounts", "pyxis/enroot"),
+        ("container-workdir", "pyxis/enroot"),
+        ("container-name", "pyxis/enroot"),
+        ("uid", "user who submits"),
+        ("gid", "groups"),
+        ("clusters", "one host"),
+        ("cluster", "one host"),
+    ] {
+        let err = set(&mut s, opt, "x").unwrap_err();
+        assert!(err.starts_with(&format!("--{opt} is refused: ")), "{err}");
+        assert!(err.contains(why), "{err}");
+    }
+    let err = s.apply(by_long("get-user-env").unwrap(), None).unwrap_err();
+    assert!(err.contains("--export=ALL"), "{err}");
+    assert_eq!(s, Settings::default());
+}
+
+#[test]
+fn this_host_may_be_named_and_no_other() {
+    let host = nix::unistd::gethostname().unwrap().into_string().unwrap();
+    let short = host.split('.').next().unwrap().to_string();
+    let mut s = Settings::default();
+    assert_eq!(set(&mut s, "nodelist", &host), Ok(None));
+    assert_eq!(
+        set(&mut s, "nodelist", &format!("{short}.example.org")),
+        Ok(None)
+    );
+    let err = set(&mut s, "nodelist", &format!("{short},other-host")).unwrap_err();
+    assert!(err.contains("names other-host"), "{err}");
+    assert_eq!(set(&mut s, "exclude", "other-host[1-4]"), Ok(None));
+    let err = set(&mut s, "exclude", &format!("other,{short}")).unwrap_err();
+    assert!(err.contains("excludes this host"), "{err}");
+}
+
+#[test]
+fn cores_follow_tasks_and_gpus_follow_nodes_and_tasks() {
+    let req = |opts: &[(&str, &str)]| {
+        let mut s = Settings::default();
+        for (o, v) in opts {
+            set(&mut s, o, v).unwrap();
+        }
+        s.request(None).unwrap()
+    };
+    // The script: one task of 8 cores on 4 GPUs is 8 cores, 2 per leaf.
+    let r = req(&[("cpus-per-task", "8"), ("ntasks", "1"), ("gres", "gpu:4")]);
+    assert_eq!((r.leaves, r.cores_per_leaf), (Some(4), 2));
+    let r = req(&[
+        ("cpus-per-task", "3"),
+        ("ntasks-per-node", "3"),
+        ("gres", "gpu:2"),
+    ]);
+    assert_eq!(r.cores_per_leaf, 5, "9 cores over 2 leaves, rounded up");
+    // Without a task count: one task per leaf, -c per leaf (what -c always meant in Flex).
+    assert_eq!(
+        req(&[("cpus-per-task", "8"), ("gres", "gpu:4")]).cores_per_leaf,
+        8
+    );
+    // When flexd picks the leaf count (a GPU count or memory): -c per leaf.
+    assert_eq!(
+        req(&[("cpus-per-task", "8"), ("ntasks", "2"), ("gpus", "2")]).cores_per_leaf,
+        8
+    );
+    assert_eq!(
+        req(&[("cpus-per-task", "8"), ("cpus-per-gpu", "6")]).cores_per_leaf,
+        6
+    );
+    let r = req(&[("gpus-per-node", "2")]);
+    assert_eq!((r.leaves, r.gpus), (None, Some(2.0)));
+    let r = req(&[("gpus-per-task", "2"), ("ntasks", "3")]);
+    assert_eq!(r.gpus, Some(6.0));
+    assert_eq!(req(&[("gpus-per-task", "1")]).gpus, Some(1.0));
+    let r = req(&[("ntasks-per-node", "4"), ("gpus-per-task", "1")]);
+    assert_eq!(r.gpus, Some(4.0));
+    let mut s = Settings::default();
+    assert!(set(&mut s, "gpus-per-node", "0.5").is_err());
+    assert!(set(&mut s, "cpus-per-gpu", "0").is_err());
 }
 
 #[test]

@@ -1,0 +1,388 @@
+//! The sbatch options that exist for Slurm scripts: what each means on one Flex host. Some are
+//! honoured (task counts, GPUs per node or task, cores per GPU), some only with the value Flex
+//! behaves as (`-N 1`, `--export=ALL`, a node list naming this host), some are accepted and
+//! ignored with a warning (they mean nothing on one host), and some are refused with why (they
+//! change what runs, and Flex cannot honour them).
+
+use super::table::{opt, Key, OptSpec};
+use super::Settings;
+use crate::units::{self, SizeUnit};
+
+const fn ignored(
+    long: &'static str,
+    short: Option<char>,
+    value: Option<&'static str>,
+    why: &'static str,
+) -> OptSpec {
+    opt(Key::Ignored, long, short, value, why)
+}
+
+const fn refused(
+    long: &'static str,
+    short: Option<char>,
+    value: Option<&'static str>,
+    why: &'static str,
+) -> OptSpec {
+    opt(Key::Refused, long, short, value, why)
+}
+
+const HOST_MEMORY: &str = "Accepted and ignored: host memory, which Flex does not allocate";
+const CORES: &str =
+    "Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf's NUMA node";
+const CONTAINER: &str = "Refused: Flex runs no pyxis/enroot containers; start the container \
+                         from the script (enroot start, apptainer exec, docker run)";
+
+/// The Slurm options, after Flex's own in `--help` (the ignored and refused ones are hidden).
+pub const SLURM_OPTIONS: &[OptSpec] = &[
+    opt(
+        Key::Nodes,
+        "nodes",
+        Some('N'),
+        Some("1"),
+        "Node count; Flex runs a job on one host, so only 1",
+    ),
+    opt(
+        Key::Export,
+        "export",
+        None,
+        Some("ALL"),
+        "Environment to export; Flex always exports all of it, so only ALL",
+    ),
+    opt(
+        Key::Ntasks,
+        "ntasks",
+        Some('n'),
+        Some("N"),
+        "Number of tasks, for -c and --gpus-per-task (flexrun still starts one rank per leaf)",
+    ),
+    opt(
+        Key::NtasksPerNode,
+        "ntasks-per-node",
+        None,
+        Some("N"),
+        "Tasks on the one node: as --ntasks",
+    ),
+    opt(
+        Key::GpusPerNode,
+        "gpus-per-node",
+        None,
+        Some("N"),
+        "GPUs on the one node: as --gpus N",
+    ),
+    opt(
+        Key::GpusPerTask,
+        "gpus-per-task",
+        None,
+        Some("N"),
+        "GPUs per task: as --gpus N x ntasks (ntasks from -n, --ntasks-per-node, else 1)",
+    ),
+    opt(
+        Key::CpusPerGpu,
+        "cpus-per-gpu",
+        None,
+        Some("N"),
+        "CPU cores per leaf (overrides -c)",
+    ),
+    opt(
+        Key::Nodelist,
+        "nodelist",
+        Some('w'),
+        Some("HOSTS"),
+        "Hosts to run on: must name this host (short name or FQDN)",
+    ),
+    opt(
+        Key::Exclude,
+        "exclude",
+        Some('x'),
+        Some("HOSTS"),
+        "Hosts not to run on: must not name this host",
+    ),
+    ignored(
+        "partition",
+        Some('p'),
+        Some("NAME"),
+        "Accepted and ignored: one Flex host has no partitions",
+    ),
+    ignored(
+        "mail-type",
+        None,
+        Some("TYPE"),
+        "Accepted and ignored: Flex sends no mail",
+    ),
+    ignored(
+        "mail-user",
+        None,
+        Some("USER"),
+        "Accepted and ignored: Flex sends no mail",
+    ),
+    ignored("mem-per-cpu", None, Some("SIZE"), HOST_MEMORY),
+    ignored("mem-per-gpu", None, Some("SIZE"), HOST_MEMORY),
+    ignored("mincpus", None, Some("N"), CORES),
+    ignored("threads-per-core", None, Some("N"), CORES),
+    ignored("sockets-per-node", None, Some("N"), CORES),
+    ignored("cores-per-socket", None, Some("N"), CORES),
+    ignored("hint", None, Some("TYPE"), CORES),
+    ignored(
+        "gres-flags",
+        None,
+        Some("FLAGS"),
+        "Accepted and ignored: each leaf's cores are on its GPU's NUMA node already",
+    ),
+    ignored(
+        "gpu-bind",
+        None,
+        Some("TYPE"),
+        "Accepted and ignored: flexrun gives each rank its own leaf as CUDA device 0",
+    ),
+    ignored(
+        "distribution",
+        Some('m'),
+        Some("TYPE"),
+        "Accepted and ignored: flexrun starts one rank per leaf",
+    ),
+    ignored(
+        "tmp",
+        None,
+        Some("SIZE"),
+        "Accepted and ignored: Flex does not allocate disk",
+    ),
+    ignored(
+        "oversubscribe",
+        Some('s'),
+        None,
+        "Accepted and ignored: sharing follows the request (a --gpus fraction shares a GPU)",
+    ),
+    ignored(
+        "spread-job",
+        None,
+        None,
+        "Accepted and ignored: a Flex job runs on one host",
+    ),
+    ignored(
+        "profile",
+        None,
+        Some("TYPE"),
+        "Accepted and ignored: Flex gathers no profiles",
+    ),
+    ignored(
+        "acctg-freq",
+        None,
+        Some("FREQ"),
+        "Accepted and ignored: flexacct keeps each job's totals",
+    ),
+    ignored(
+        "licenses",
+        Some('L'),
+        Some("LICENSES"),
+        "Accepted and ignored: Flex has no licenses",
+    ),
+    ignored(
+        "reservation",
+        None,
+        Some("NAME"),
+        "Accepted and ignored: Flex has no reservations",
+    ),
+    ignored(
+        "wckey",
+        None,
+        Some("KEY"),
+        "Accepted and ignored: Flex keeps no workload keys",
+    ),
+    refused("container-image", None, Some("IMAGE"), CONTAINER),
+    refused("container-mounts", None, Some("MOUNTS"), CONTAINER),
+    refused("container-workdir", None, Some("DIR"), CONTAINER),
+    refused("container-name", None, Some("NAME"), CONTAINER),
+    refused(
+        "uid",
+        None,
+        Some("USER"),
+        "Refused: a job runs as the user who submits it",
+    ),
+    refused(
+        "gid",
+        None,
+        Some("GROUP"),
+        "Refused: a job runs with the submitting user's groups",
+    ),
+    refused(
+        "get-user-env",
+        None,
+        None,
+        "Refused: the job gets the submitting environment (--export=ALL), not a login shell's",
+    ),
+    refused(
+        "clusters",
+        Some('M'),
+        Some("NAMES"),
+        "Refused: Flex is one host; submit on the cluster's own host",
+    ),
+    refused(
+        "cluster",
+        None,
+        Some("NAME"),
+        "Refused: Flex is one host; submit on the cluster's own host",
+    ),
+];
+
+/// Apply one of [`SLURM_OPTIONS`]; returns a warning to show, if any.
+pub(super) fn apply(s: &mut Settings, spec: &OptSpec, v: &str) -> Result<Option<String>, String> {
+    let count = |what| units::parse_count(what, v).map_err(|e| e.to_string());
+    match spec.key {
+        Key::Nodes if !matches!(v.trim(), "1" | "1-1") => {
+            return Err(format!(
+                "invalid node count {v:?}: a Flex job runs on one host, so only 1"
+            ))
+        }
+        Key::Export if !v.trim().eq_ignore_ascii_case("all") => {
+            return Err(format!(
+                "invalid export {v:?}: Flex exports the whole environment, so only ALL"
+            ))
+        }
+        Key::Ntasks => s.ntasks = Some(count("task count")?),
+        Key::NtasksPerNode => s.ntasks_per_node = Some(count("task count")?),
+        Key::GpusPerNode => s.gpus = Some(f64::from(count("GPU count")?)),
+        Key::GpusPerTask => s.gpus_per_task = Some(count("GPU count")?),
+        Key::CpusPerGpu => s.cpus_per_gpu = Some(count("cores per GPU")?),
+        Key::Nodelist => check_hosts(spec, v, &this_host(), true)?,
+        Key::Exclude => check_hosts(spec, v, &this_host(), false)?,
+        Key::Refused => {
+            return Err(format!(
+                "--{} is refused: {}",
+                spec.long,
+                spec.help.trim_start_matches("Refused: ")
+            ))
+        }
+        Key::Ignored => {
+            // Ignored, but a count or size must still be one (sbatch refuses `--mincpus=abc`).
+            match spec.value {
+                Some("N") => drop(count("count")?),
+                Some("SIZE") => {
+                    units::parse_size(v, SizeUnit::Mebibytes).map_err(|e| e.to_string())?;
+                }
+                _ => {}
+            }
+            return Ok(Some(format!(
+                "--{} is ignored: {}",
+                spec.long,
+                spec.help.trim_start_matches("Accepted and ignored: ")
+            )));
+        }
+        _ => {}
+    }
+    Ok(None)
+}
+
+/// This host's name, as gethostname(2) gives it.
+fn this_host() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// `-w` must name `host` (and nothing else); `-x` must not. Names compare by their first label,
+/// so the short name and the FQDN are the same host.
+fn check_hosts(spec: &OptSpec, v: &str, host: &str, wanted: bool) -> Result<(), String> {
+    let names = expand_hostlist(v)?;
+    let short = |n: &str| n.split('.').next().unwrap_or(n).to_ascii_lowercase();
+    let me = short(host);
+    let (mine, others): (Vec<&String>, Vec<&String>) = names.iter().partition(|n| short(n) == me);
+    if wanted {
+        if let Some(other) = others.first() {
+            return Err(format!(
+                "--{} names {other}: a Flex job runs on this host only ({host})",
+                spec.long
+            ));
+        }
+        if mine.is_empty() {
+            return Err(format!("--{} names no host", spec.long));
+        }
+    } else if !mine.is_empty() {
+        return Err(format!(
+            "--{} excludes this host ({host}), the only one a Flex job runs on",
+            spec.long
+        ));
+    }
+    Ok(())
+}
+
+/// Slurm's host list: names separated by commas, `node[1-3,7]` for node1, node2, node3, node7
+/// (a range keeps its zero padding: `gpu[08-10]`).
+pub(super) fn expand_hostlist(v: &str) -> Result<Vec<String>, String> {
+    let bad = |why: &str| format!("invalid host list {v:?}: {why}");
+    let mut out = Vec::new();
+    let mut rest = v.trim();
+    while !rest.is_empty() {
+        let end = match (rest.find(','), rest.find('[')) {
+            (Some(c), Some(b)) if b < c => rest[b..].find(']').map(|e| b + e + 1),
+            (None, Some(b)) => rest[b..].find(']').map(|e| b + e + 1),
+            (Some(c), _) => Some(c),
+            (None, None) => Some(rest.len()),
+        }
+        .ok_or_else(|| bad("unclosed ["))?;
+        let (item, tail) = rest.split_at(end);
+        // `node[1-2]suffix` is not a Slurm form Flex needs: a name ends at its bracket.
+        if item.ends_with(']') && tail.starts_with(|c: char| c != ',') {
+            return Err(bad("text after ]"));
+        }
+        rest = tail.strip_prefix(',').unwrap_or(tail);
+        match item.split_once('[') {
+            None if item.is_empty() => return Err(bad("an empty name")),
+            None => out.push(item.to_string()),
+            Some((prefix, ranges)) => {
+                for r in ranges.trim_end_matches(']').split(',') {
+                    let (a, b) = r.split_once('-').unwrap_or((r, r));
+                    let (lo, hi) = (a.parse::<u64>(), b.parse::<u64>());
+                    let (Ok(lo), Ok(hi)) = (lo, hi) else {
+                        return Err(bad("a range is not N or N-M"));
+                    };
+                    if hi < lo || hi - lo > 4096 {
+                        return Err(bad("a range runs backwards or is too long"));
+                    }
+                    out.extend((lo..=hi).map(|n| format!("{prefix}{n:0w$}", w = a.len())));
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(bad("no host named"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_lists_expand() {
+        assert_eq!(
+            expand_hostlist("a,b.example.com").unwrap(),
+            ["a", "b.example.com"]
+        );
+        assert_eq!(
+            expand_hostlist("gpu[08-10,3],x").unwrap(),
+            ["gpu08", "gpu09", "gpu10", "gpu3", "x"]
+        );
+        for bad in ["", "gpu[1-", "gpu[a-b]", "gpu[3-1]", "a,,b", "n[1]x"] {
+            assert!(expand_hostlist(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_this_host_may_be_named_and_it_may_not_be_excluded() {
+        let w = super::super::by_long("nodelist").unwrap();
+        let x = super::super::by_long("exclude").unwrap();
+        let host = "gpu01.lab.example.org";
+        assert!(check_hosts(w, "gpu01", host, true).is_ok());
+        assert!(check_hosts(w, "GPU01.lab.example.org", host, true).is_ok());
+        assert!(check_hosts(w, "gpu[00-01]", host, true)
+            .unwrap_err()
+            .contains("names gpu00"));
+        assert!(check_hosts(w, "gpu02", host, true).is_err());
+        assert!(check_hosts(x, "gpu02,gpu03", host, false).is_ok());
+        assert!(check_hosts(x, "gpu[01-03]", host, false)
+            .unwrap_err()
+            .contains("excludes this host"));
+    }
+}
