@@ -37,6 +37,7 @@ fn build(path: &std::path::Path) {
             account: None,
             qos: None,
             nice: 0,
+            options: Default::default(),
             queue: Default::default(),
             umask: None,
             signal: None,

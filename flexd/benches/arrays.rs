@@ -40,6 +40,7 @@ fn spec(workdir: &Path, leaves: u32, array: Option<&str>) -> JobSpec {
         signal: None,
         qos: None,
         nice: 0,
+        options: Default::default(),
     }
 }
 

@@ -42,6 +42,7 @@ fn spec(script: String, workdir: &Path, leaves: u32) -> JobSpec {
         account: None,
         qos: None,
         nice: 0,
+        options: Default::default(),
         queue: Default::default(),
         umask: None,
         signal: None,

@@ -80,6 +80,7 @@ fn spec(workdir: &Path, name: &str, leaves: u32, script: &str) -> JobSpec {
         account: None,
         qos: None,
         nice: 0,
+        options: Default::default(),
         queue: Default::default(),
         umask: None,
         signal: None,

@@ -117,6 +117,7 @@ fn job(uid: u32, leaves: u32, at: u64) -> NewJob {
             account: None,
             qos: None,
             nice: 0,
+            options: Default::default(),
             queue: Default::default(),
             umask: None,
             signal: None,

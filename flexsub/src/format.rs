@@ -44,6 +44,7 @@ enum Field {
     ExitCode,
     Priority,
     Qos,
+    Comment,
 }
 
 /// Each field: its `-o` letter, its `-O` name (and aliases), its header.
@@ -76,6 +77,7 @@ const FIELDS: &[(Field, char, &[&str], &str)] = &[
     (Field::ExitCode, 'X', &["exitcode"], "EXIT_CODE"),
     (Field::Priority, 'Q', &["priority"], "PRIORITY"),
     (Field::Qos, 'q', &["qos"], "QOS"),
+    (Field::Comment, 'k', &["comment"], "COMMENT"),
 ];
 
 #[derive(Clone, Debug, PartialEq)]
@@ -292,6 +294,8 @@ fn value(f: Field, j: &JobView, now: u64, tz: &TimeZone) -> String {
         // A pending job's priority as of flexd's last pass; 0 for the others, as squeue.
         Field::Priority => j.priority.to_string(),
         Field::Qos => j.qos.clone().unwrap_or_else(|| "normal".into()),
+        // squeue's word for none.
+        Field::Comment => j.comment.clone().unwrap_or_else(|| "(null)".into()),
     }
 }
 
@@ -333,6 +337,7 @@ mod tests {
             array: None,
             dependency: None,
             restarts: 0,
+            comment: None,
             requeue: true,
             priority: 0,
             nice: 0,

@@ -349,6 +349,7 @@ fn a_submission() -> Request {
         account: None,
         qos: None,
         nice: 0,
+        options: Default::default(),
         queue: Default::default(),
         umask: None,
         signal: None,

@@ -536,6 +536,7 @@ pub fn script_job(script: &str, workdir: &Path) -> JobSpec {
         account: None,
         qos: None,
         nice: 0,
+        options: Default::default(),
         queue: Default::default(),
         umask: None,
         signal: None,

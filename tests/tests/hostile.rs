@@ -124,6 +124,7 @@ fn job_spec() -> impl Strategy<Value = JobSpec> {
                 account,
                 qos: None,
                 nice: 0,
+                options: Default::default(),
                 queue: Default::default(),
                 umask: None,
                 signal: None,

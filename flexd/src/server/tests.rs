@@ -72,6 +72,7 @@ fn spec(leaves: u32) -> JobSpec {
         account: None,
         qos: None,
         nice: 0,
+        options: Default::default(),
         queue: Default::default(),
         umask: None,
         signal: None,

@@ -311,6 +311,8 @@ impl State {
                 hold: crate::store::Hold::submitted(q.hold),
                 requeue: q.requeue.unwrap_or(true),
                 nice: i64::from(j.spec.nice),
+                begin: q.begin.filter(|&b| b > j.submit_time),
+                comment: j.spec.options.comment.as_deref().map(Box::from),
                 ..Default::default()
             }),
         };

@@ -63,6 +63,7 @@ fn spec(leaves: u32, queue: QueueOptions) -> JobSpec {
         signal: None,
         qos: None,
         nice: 0,
+        options: Default::default(),
     }
 }
 

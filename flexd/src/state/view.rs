@@ -52,6 +52,7 @@ impl State {
             },
             nice: r.q.nice,
             qos: r.qos.as_deref().map(String::from),
+            comment: r.q.comment.as_deref().map(String::from),
         }
     }
 

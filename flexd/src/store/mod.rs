@@ -196,6 +196,7 @@ impl NewJob {
                 account: None,
                 qos: None,
                 nice: 0,
+                options: Default::default(),
                 queue: Default::default(),
                 umask: None,
                 signal: None,
@@ -384,10 +385,11 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
         "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, env_id, workdir,
             submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
             cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
-            array_task, array_spec, dependency, hold, requeue, umask, warn_signal, qos, nice)
+            array_task, array_spec, dependency, hold, requeue, umask, warn_signal, qos, nice,
+            options)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-            ?18, ?19, ?20, 'PENDING', ?21, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29,
-            ?30)",
+            ?18, ?19, ?20, 'PENDING', ?21, MAX(?21, COALESCE(?32, 0)), ?22, ?23, ?24, ?25, ?26,
+            ?27, ?28, ?29, ?30, ?31)",
     )?;
     st.execute(params![
         j.spec.name,
@@ -427,6 +429,9 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
             .map(|w| serde_json::to_string(w).expect("signals serialize")),
         j.spec.qos,
         j.spec.nice,
+        (!j.spec.options.is_plain())
+            .then(|| serde_json::to_string(&j.spec.options).expect("options serialize")),
+        q.begin.map(|t| t as i64),
     ])?;
     let id = JobId(tx.last_insert_rowid() as u64);
     event(tx, id, j.submit_time, None, JobState::Pending, None)?;

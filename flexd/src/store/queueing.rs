@@ -69,6 +69,10 @@ pub(crate) struct Queueing {
     /// Being ended to be requeued (held afterwards when true).
     pub requeue_requested: Option<bool>,
     pub nice: i64,
+    /// `--begin`: not before this time (its `eligible_time`, when later than its submission).
+    pub begin: Option<u64>,
+    /// `--comment`, kept here because most jobs have none.
+    pub comment: Option<Box<str>>,
 }
 
 /// What a job has unless it was submitted or changed otherwise.
@@ -81,6 +85,8 @@ static DEFAULTS: Queueing = Queueing {
     restarts: 0,
     requeue_requested: None,
     nice: 0,
+    begin: None,
+    comment: None,
 };
 
 impl Default for Queueing {
@@ -120,7 +126,8 @@ impl PartialEq for Q {
     }
 }
 
-/// The columns `array_job` … `nice` of `store::rows::ROW_COLUMNS`, from `at`.
+/// The columns `array_job` … `nice`, then (after `qos`) the begin time and the comment, of
+/// `store::rows::ROW_COLUMNS`, from `at`.
 pub(super) fn from_row(id: u64, r: &rusqlite::Row, at: usize) -> Result<Queueing, StoreError> {
     let array_job: Option<i64> = r.get(at)?;
     let array_task: Option<u32> = r.get(at + 1)?;
@@ -138,6 +145,10 @@ pub(super) fn from_row(id: u64, r: &rusqlite::Row, at: usize) -> Result<Queueing
         restarts: r.get(at + 6)?,
         requeue_requested: requeue_requested.map(|c| c == 2),
         nice: r.get(at + 8)?,
+        begin: r.get::<_, Option<i64>>(at + 10)?.map(|t| t as u64),
+        comment: r
+            .get::<_, Option<String>>(at + 11)?
+            .map(String::into_boxed_str),
     })
 }
 
@@ -156,11 +167,12 @@ pub(super) fn insert_tasks(
             submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
             cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
             array_job, array_task, array_spec, dependency, hold, requeue, umask, warn_signal,
-            qos, nice)
+            qos, nice, options)
          SELECT name, uid, gid, user, account, script, args, env, env_id, workdir,
             submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
             cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
-            id, ?2, array_spec, dependency, hold, requeue, umask, warn_signal, qos, nice
+            id, ?2, array_spec, dependency, hold, requeue, umask, warn_signal, qos, nice,
+            options
          FROM jobs WHERE id = ?1",
     )?;
     for (k, &index) in rest.iter().enumerate() {

@@ -55,12 +55,16 @@ pub struct LaunchRow {
     pub umask: Option<u32>,
     /// `--signal`, if asked.
     pub signal: Option<flex_proto::WarnSignal>,
+    /// `--open-mode`, `--mail-type` and the other options of how it runs.
+    pub options: flex_proto::JobOptions,
 }
 
 const ROW_COLUMNS: &str = "id, name, uid, gid, user, account, request, priority, state,
     submit_time, start_time, end_time, exit_code, signal, reason, allocation, supervisor_pid,
     master_port, array_job, array_task, json_extract(array_spec, '$.throttle'), dependency, hold,
-    requeue, restarts, requeue_requested, nice, qos";
+    requeue, restarts, requeue_requested, nice, qos,
+    CASE WHEN eligible_time > submit_time THEN eligible_time END,
+    json_extract(options, '$.comment')";
 
 fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
     let id: i64 = r.get(0)?;
@@ -128,7 +132,7 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
     let mut st = conn.prepare_cached(
         "SELECT j.name, j.user, j.uid, j.gid, j.script, j.args, COALESCE(e.body, j.env),
             j.workdir, j.submit_dir, j.stdout, j.stderr, j.array_job, j.array_task, j.array_spec,
-            j.umask, j.warn_signal
+            j.umask, j.warn_signal, j.options
          FROM jobs j LEFT JOIN envs e ON e.id = j.env_id WHERE j.id = ?1",
     )?;
     let mut rows = st.query([job.0 as i64])?;
@@ -153,6 +157,7 @@ fn launch_from_row(id: u64, r: &rusqlite::Row) -> Result<LaunchRow, StoreError> 
     let array_spec: Option<String> = r.get(13)?;
     let umask: Option<u32> = r.get(14)?;
     let warn_signal: Option<String> = r.get(15)?;
+    let options: Option<String> = r.get(16)?;
     let array = match (array_job, array_task, array_spec) {
         (Some(job), Some(index), Some(spec)) => Some((
             flex_proto::ArrayTask {
@@ -180,5 +185,9 @@ fn launch_from_row(id: u64, r: &rusqlite::Row) -> Result<LaunchRow, StoreError> 
         signal: warn_signal
             .map(|w| json(id, "warn_signal", &w))
             .transpose()?,
+        options: options
+            .map(|o| json(id, "options", &o))
+            .transpose()?
+            .unwrap_or_default(),
     })
 }

@@ -5,11 +5,11 @@
 use rusqlite::{Connection, Transaction};
 
 /// The version this build writes.
-pub const VERSION: u32 = 8;
+pub const VERSION: u32 = 9;
 
 /// Migration `i` brings a database at version `i` to `i + 1`.
 const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] =
-    [v1, v2, v3, v4, v5, v6, v7, fairshare];
+    [v1, v2, v3, v4, v5, v6, v7, fairshare, sbatch_options];
 
 /// Why a database cannot be brought up to date.
 #[derive(Debug, thiserror::Error)]
@@ -222,4 +222,12 @@ fn fairshare(tx: &Transaction) -> rusqlite::Result<()> {
             PRIMARY KEY (kind, name)
         ) WITHOUT ROWID;",
     )
+}
+
+/// sbatch's options for how a job runs (one step, named for what it adds, as `fairshare`): a
+/// JSON `flex_proto::JobOptions` (`--comment`, `--exclusive`, `--open-mode`, `--constraint`,
+/// `--mail-type`/`--mail-user`; NULL when none was given, and for jobs stored before).
+/// `--begin` needs no column: it is the job's `eligible_time`, as Slurm's EligibleTime.
+fn sbatch_options(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch("ALTER TABLE jobs ADD COLUMN options TEXT;")
 }

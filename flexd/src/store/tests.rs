@@ -18,6 +18,7 @@ fn spec(name: &str) -> JobSpec {
         account: Some("proj".into()),
         qos: None,
         nice: 0,
+        options: Default::default(),
         queue: Default::default(),
         umask: None,
         signal: None,

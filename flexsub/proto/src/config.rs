@@ -23,6 +23,7 @@ const DEFAULT_LIMITS: Limits = Limits {
     max_script_bytes: 4 << 20,
     max_directives: 1000,
     default_time_limit_s: 3600,
+    sendmail: false,
 };
 
 fn default_socket() -> PathBuf {
@@ -112,6 +113,9 @@ pub struct Limits {
     pub max_directives: u32,
     /// `default_time_limit` (top level): what a job without `--time` gets, for flexsub's note.
     pub default_time_limit_s: u64,
+    /// Whether `sendmail` (top level) names a program: without one, flexsub warns that
+    /// `--mail-type` sends nothing.
+    pub sendmail: bool,
 }
 
 /// The limits of the configuration [`socket_path`] reads, over the compiled-in defaults.
@@ -139,6 +143,10 @@ fn limits_in(text: &str, origin: &Path, l: &mut Limits) -> Result<(), ConfigErro
                 ))
             })?;
     }
+    l.sendmail = table
+        .get("sendmail")
+        .and_then(|v| v.as_str())
+        .is_some_and(|s| !s.trim().is_empty());
     let Some(limits) = table.get("limits").and_then(|v| v.as_table()) else {
         return Ok(());
     };
@@ -239,8 +247,11 @@ mod tests {
                 max_script_bytes: 70,
                 max_directives: 3,
                 default_time_limit_s: 3600,
+                sendmail: false,
             }
         );
+        std::fs::write(&cfg, "sendmail = \"/usr/sbin/sendmail\"\n").unwrap();
+        assert!(limits(get).unwrap().sendmail);
         std::fs::write(&cfg, "[limits]\nmax_directives = \"many\"\n").unwrap();
         let e = limits(get).unwrap_err().to_string();
         assert!(e.contains("limits.max_directives = \"many\""), "{e}");
@@ -289,6 +300,7 @@ mod tests {
             max_script_bytes: 0,
             max_directives: 0,
             default_time_limit_s: 0,
+            sendmail: false,
         };
         limits_in(DEFAULT_CONFIG, Path::new("etc/flexd.toml"), &mut l).unwrap();
         assert_eq!(l, DEFAULT_LIMITS);

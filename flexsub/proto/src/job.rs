@@ -44,6 +44,103 @@ pub struct JobSpec {
     /// `--nice`: subtracted from the job's priority (negative only for root; left out when 0).
     #[serde(default, skip_serializing_if = "is_zero_i32")]
     pub nice: i32,
+    /// sbatch's options for how the job runs (left out when none is given).
+    #[serde(default, skip_serializing_if = "JobOptions::is_plain")]
+    pub options: Box<JobOptions>,
+}
+
+/// sbatch options that shape how a job runs rather than what it holds: `--comment`,
+/// `--exclusive`, `--open-mode`, `--constraint`, `--mail-type`/`--mail-user`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobOptions {
+    /// `--comment`: free text, shown by `flexq -o %k` and `flexcontrol show job`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// `--exclusive`: the job gets every leaf and every core of the host.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub exclusive: bool,
+    /// `--open-mode=append`: output files are appended to, never truncated.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub append: bool,
+    /// `--constraint`: features the host must have (`a100&80gb`, `h100|a100`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<String>,
+    /// `--mail-type` and `--mail-user`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mail: Option<Mail>,
+}
+
+impl JobOptions {
+    pub fn is_plain(&self) -> bool {
+        *self == JobOptions::default()
+    }
+}
+
+/// Mail about a job: on which events (sbatch's `--mail-type`), to whom (`--mail-user`; the
+/// submitting user when None).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mail {
+    pub events: MailEvents,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+}
+
+/// sbatch's mail types as flags: BEGIN, END, FAIL, REQUEUE, TIME_LIMIT (the job reached its
+/// limit) and TIME_LIMIT_90, _80, _50 (that share of it elapsed).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MailEvents(pub u8);
+
+impl MailEvents {
+    pub const BEGIN: u8 = 1;
+    pub const END: u8 = 2;
+    pub const FAIL: u8 = 4;
+    pub const REQUEUE: u8 = 8;
+    pub const TIME_LIMIT: u8 = 16;
+    pub const TIME_LIMIT_90: u8 = 32;
+    pub const TIME_LIMIT_80: u8 = 64;
+    pub const TIME_LIMIT_50: u8 = 128;
+    /// sbatch's ALL: BEGIN, END, FAIL, REQUEUE (and stage-out and dependency events, which
+    /// Flex has not).
+    pub const ALL: u8 = Self::BEGIN | Self::END | Self::FAIL | Self::REQUEUE;
+    const NAMES: [(&'static str, u8); 11] = [
+        ("NONE", 0),
+        ("BEGIN", Self::BEGIN),
+        ("END", Self::END),
+        ("FAIL", Self::FAIL),
+        ("REQUEUE", Self::REQUEUE),
+        ("ALL", Self::ALL),
+        ("TIME_LIMIT", Self::TIME_LIMIT),
+        ("TIME_LIMIT_90", Self::TIME_LIMIT_90),
+        ("TIME_LIMIT_80", Self::TIME_LIMIT_80),
+        ("TIME_LIMIT_50", Self::TIME_LIMIT_50),
+        // One mail per task, as sbatch's ARRAY_TASKS: Flex mails per task always.
+        ("ARRAY_TASKS", 0),
+    ];
+
+    /// sbatch's comma-separated list, case-insensitively (`END,FAIL`, `all`).
+    pub fn parse(v: &str) -> Result<MailEvents, String> {
+        let mut bits = 0;
+        for word in v.split(',') {
+            let w = word.trim().to_ascii_uppercase();
+            let (_, b) = Self::NAMES.iter().find(|(n, _)| *n == w).ok_or_else(|| {
+                format!(
+                    "invalid mail type {word:?}: expected NONE, BEGIN, END, FAIL, REQUEUE, ALL, \
+                     TIME_LIMIT, TIME_LIMIT_90, TIME_LIMIT_80, TIME_LIMIT_50 or ARRAY_TASKS"
+                )
+            })?;
+            bits |= b;
+        }
+        Ok(MailEvents(bits))
+    }
+
+    pub fn has(self, flag: u8) -> bool {
+        self.0 & flag != 0
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// sbatch's `--signal=[B:]SIG[@SECONDS]`: send `signal` `before_s` seconds before the job's
@@ -84,6 +181,9 @@ pub struct QueueOptions {
     /// `--requeue` / `--no-requeue`; None: may be requeued (Slurm's JobRequeue=1).
     #[serde(default)]
     pub requeue: Option<bool>,
+    /// `--begin`: not before this time (seconds since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub begin: Option<u64>,
 }
 
 /// A job's environment: `[name, value]` pairs, kept as their JSON text. It is most of a
@@ -268,6 +368,9 @@ pub struct JobView {
     /// Its quality of service.
     #[serde(default)]
     pub qos: Option<String>,
+    /// `--comment`, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 /// A task of an array: the array's job id (the id flexsub printed) and its index.

@@ -28,6 +28,7 @@
 
 pub mod array;
 pub mod config;
+pub mod constraint;
 pub mod frame;
 pub mod job;
 pub mod messages;
@@ -37,9 +38,11 @@ mod tests;
 pub mod text;
 
 pub use array::{ArraySpec, DepKind, DepTerm, Dependency, JobRef, TaskRange};
+pub use constraint::Constraint;
 pub use frame::{decode, encode, read_body, read_frame, write_frame, FrameError};
 pub use job::{
-    AllocView, ArrayTask, Env, JobSpec, JobState, JobView, LeafView, QueueOptions, WarnSignal,
+    AllocView, ArrayTask, Env, JobOptions, JobSpec, JobState, JobView, LeafView, Mail, MailEvents,
+    QueueOptions, WarnSignal,
 };
 pub use messages::*;
 pub use rows::{read_queue_rows, thousandths, units_text, QueueRow, QueueRows};

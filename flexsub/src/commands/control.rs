@@ -138,7 +138,8 @@ pub fn show_job(j: &JobView, tz: &jiff::tz::TimeZone) -> String {
     if let Some(a) = j.array {
         let _ = write!(o, "ArrayJobId={} ArrayTaskId={} ", a.job, a.index);
     }
-    let _ = writeln!(o, "JobName={}", j.name);
+    let safe = flex_proto::text::escape_controls;
+    let _ = writeln!(o, "JobName={}", safe(&j.name));
     let _ = writeln!(
         o,
         "   UserId={}({}) Account={} Priority={} Nice={}",
@@ -176,6 +177,9 @@ pub fn show_job(j: &JobView, tz: &jiff::tz::TimeZone) -> String {
     );
     let node = j.alloc.as_ref().map_or("(null)", |a| a.host.as_str());
     let _ = write!(o, "   NodeList={node}");
+    if let Some(c) = &j.comment {
+        let _ = write!(o, "\n   Comment={}", safe(c));
+    }
     o
 }
 

@@ -284,6 +284,12 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
             crate::units::format_duration(limits.default_time_limit_s)
         ));
     }
+    if s.options.mail.as_ref().is_some_and(|m| m.events.0 != 0) && !limits.sendmail {
+        warnings.push(
+            "--mail-type: flexd's configuration names no sendmail program, so no mail is sent"
+                .into(),
+        );
+    }
     let estimate = match s.estimate_input().map_err(Error::Input)? {
         Some(input) => Some(estimate::estimate(&input)?),
         None => None,
@@ -313,6 +319,7 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
         account: s.account.clone(),
         qos: s.qos.clone(),
         nice: s.nice.unwrap_or(0),
+        options: Box::new(s.options.clone()),
         queue: Box::new(s.queue.clone()),
         umask: Some(submit_umask()),
         signal: s.signal.map(Box::new),

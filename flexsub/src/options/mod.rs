@@ -43,6 +43,7 @@ pub struct Settings {
     pub mode: Option<Mode>,
     pub queue: flex_proto::QueueOptions,
     pub signal: Option<flex_proto::WarnSignal>,
+    pub options: flex_proto::JobOptions,
 }
 
 /// `[B:]SIG[@SECONDS]`, as sbatch's `--signal` (R:, a reservation's end, means nothing here).
@@ -190,6 +191,13 @@ impl Settings {
             | Key::Nodelist
             | Key::Exclude
             | Key::Refused
+            | Key::Comment
+            | Key::Begin
+            | Key::Exclusive
+            | Key::OpenMode
+            | Key::Constraint
+            | Key::MailType
+            | Key::MailUser
             | Key::Ignored => return slurm::apply(self, spec, v),
         }
         Ok(None)

@@ -97,23 +97,60 @@ pub const SLURM_OPTIONS: &[OptSpec] = &[
         Some("HOSTS"),
         "Hosts not to run on: must not name this host",
     ),
+    opt(
+        Key::Comment,
+        "comment",
+        None,
+        Some("TEXT"),
+        "A comment, shown by flexq -o %k and flexcontrol show job",
+    ),
+    opt(
+        Key::Begin,
+        "begin",
+        Some('b'),
+        Some("TIME"),
+        "Start no earlier: now+60 (seconds), now+1hour, 16:00, 2026-12-01T10:00, tomorrow",
+    ),
+    opt(
+        Key::Exclusive,
+        "exclusive",
+        None,
+        None,
+        "The whole host: every leaf and every core",
+    ),
+    opt(
+        Key::OpenMode,
+        "open-mode",
+        None,
+        Some("append|truncate"),
+        "How output files are opened (default truncate)",
+    ),
+    opt(
+        Key::Constraint,
+        "constraint",
+        Some('C'),
+        Some("FEATURES"),
+        "Host features the job needs (a100, h100, 80gb, 1g.10gb), with & and |",
+    ),
+    opt(
+        Key::MailType,
+        "mail-type",
+        None,
+        Some("TYPES"),
+        "Mail on BEGIN, END, FAIL, REQUEUE, ALL, TIME_LIMIT[_90|_80|_50], when flexd has a sendmail",
+    ),
+    opt(
+        Key::MailUser,
+        "mail-user",
+        None,
+        Some("USER"),
+        "Whom the mail goes to (default: the submitting user)",
+    ),
     ignored(
         "partition",
         Some('p'),
         Some("NAME"),
         "Accepted and ignored: one Flex host has no partitions",
-    ),
-    ignored(
-        "mail-type",
-        None,
-        Some("TYPE"),
-        "Accepted and ignored: Flex sends no mail",
-    ),
-    ignored(
-        "mail-user",
-        None,
-        Some("USER"),
-        "Accepted and ignored: Flex sends no mail",
     ),
     ignored("mem-per-cpu", None, Some("SIZE"), HOST_MEMORY),
     ignored("mem-per-gpu", None, Some("SIZE"), HOST_MEMORY),
@@ -243,6 +280,27 @@ pub(super) fn apply(s: &mut Settings, spec: &OptSpec, v: &str) -> Result<Option<
         Key::GpusPerNode => s.gpus = Some(f64::from(count("GPU count")?)),
         Key::GpusPerTask => s.gpus_per_task = Some(count("GPU count")?),
         Key::CpusPerGpu => s.cpus_per_gpu = Some(count("cores per GPU")?),
+        Key::Comment => s.options.comment = Some(super::non_empty("comment", v)?),
+        Key::Begin => s.queue.begin = Some(parse_begin(v, &crate::when::local_now())?),
+        Key::Exclusive => s.options.exclusive = true,
+        Key::OpenMode => {
+            s.options.append = match v.trim().to_ascii_lowercase().as_str() {
+                "append" | "a" => true,
+                "truncate" | "t" => false,
+                _ => return Err(format!("invalid open mode {v:?}: append or truncate")),
+            }
+        }
+        Key::Constraint => {
+            s.options.constraint = Some(flex_proto::Constraint::parse(v)?.to_string());
+        }
+        Key::MailType => {
+            let events = flex_proto::MailEvents::parse(v)?;
+            s.options.mail.get_or_insert_with(Default::default).events = events;
+        }
+        Key::MailUser => {
+            let user = super::non_empty("mail user", v)?;
+            s.options.mail.get_or_insert_with(Default::default).user = Some(user);
+        }
         Key::Nodelist => check_hosts(spec, v, &this_host(), true)?,
         Key::Exclude => check_hosts(spec, v, &this_host(), false)?,
         Key::Refused => {
@@ -270,6 +328,20 @@ pub(super) fn apply(s: &mut Settings, spec: &OptSpec, v: &str) -> Result<Option<
         _ => {}
     }
     Ok(None)
+}
+
+/// sbatch's `--begin`: the forms flexacct's times take ([`crate::when::parse`]); a bare time
+/// of day already past today is tomorrow's, as sbatch has it.
+pub(super) fn parse_begin(v: &str, now: &jiff::Zoned) -> Result<u64, String> {
+    let t = crate::when::parse(v, now).map_err(|e| e.to_string())?;
+    let time_of_day = v.trim().bytes().all(|b| b.is_ascii_digit() || b == b':');
+    let t = if time_of_day && v.contains(':') && t < *now {
+        t.checked_add(jiff::Span::new().days(1))
+            .map_err(|e| format!("invalid begin time {v:?}: {e}"))?
+    } else {
+        t
+    };
+    Ok(crate::when::secs(&t))
 }
 
 /// This host's name, as gethostname(2) gives it.

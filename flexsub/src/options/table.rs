@@ -45,6 +45,15 @@ pub enum Key {
     Exclude,
     /// Slurm options that change what runs in ways Flex cannot honour; refused with why.
     Refused,
+    /// `--comment TEXT`, `--begin TIME`, `--exclusive`, `--open-mode`, `--constraint`,
+    /// `--mail-type`, `--mail-user`.
+    Comment,
+    Begin,
+    Exclusive,
+    OpenMode,
+    Constraint,
+    MailType,
+    MailUser,
     /// Slurm's node count: Flex runs a job on one host.
     Nodes,
     /// Slurm's `--export`: Flex always exports the whole environment.

@@ -98,6 +98,7 @@ fn spec() -> JobSpec {
         account: Some("vision".into()),
         qos: None,
         nice: 0,
+        options: Default::default(),
         queue: Default::default(),
         umask: None,
         signal: None,
@@ -200,6 +201,7 @@ pub fn samples() -> Vec<Msg> {
         priority: 0,
         nice: 0,
         qos: None,
+        comment: None,
     };
     let ended = JobView {
         id: JobId(40),
@@ -262,6 +264,7 @@ pub fn samples() -> Vec<Msg> {
             account: None,
             qos: None,
             nice: 0,
+            options: Default::default(),
             umask: None,
             signal: None,
             stdout: None,

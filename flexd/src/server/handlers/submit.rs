@@ -55,6 +55,7 @@ pub(crate) fn validate(
     check_peer(st, peer)?;
     check_script_and_paths(s, &spec)?;
     check_names(s, &mut spec)?;
+    check_host_options(st, &mut spec)?;
     fill_time_and_cores(s, &mut spec.request)?;
     if let Err(why) = st.cluster.admit(&pending(JobId(u64::MAX), &spec)) {
         return Err(err(
@@ -142,6 +143,7 @@ fn check_names(s: &Settings, spec: &mut JobSpec) -> Result<(), Response> {
     for (what, text) in [
         ("job name", Some(&spec.name)),
         ("account", spec.account.as_ref()),
+        ("comment", spec.options.comment.as_ref()),
     ] {
         if let Some(t) = text.filter(|t| t.len() > max_name) {
             return Err(err(
@@ -154,6 +156,68 @@ fn check_names(s: &Settings, spec: &mut JobSpec) -> Result<(), Response> {
         }
     }
     Ok(())
+}
+
+/// `--constraint` against the host's features (an impossible one is refused); `--exclusive`
+/// made a request for every leaf of the host, with its cores shared out among them.
+fn check_host_options(st: &State, spec: &mut JobSpec) -> Result<(), Response> {
+    if let Some(text) = &spec.options.constraint {
+        let c =
+            flex_proto::Constraint::parse(text).map_err(|e| err(ErrorKind::InvalidRequest, e))?;
+        let fits = st.cluster.hosts().any(|(_, h)| {
+            let features = host_features(h);
+            c.holds(&|f| features.iter().any(|h| h == f))
+        });
+        if !fits {
+            let have: Vec<String> = st
+                .cluster
+                .hosts()
+                .flat_map(|(_, h)| host_features(h))
+                .collect();
+            return Err(err(
+                ErrorKind::Unsatisfiable,
+                format!(
+                    "unsatisfiable: --constraint={text}: this host's features are {}",
+                    have.join(", ")
+                ),
+            ));
+        }
+    }
+    if spec.options.exclusive {
+        let Some((_, h)) = st.cluster.hosts().next() else {
+            return Ok(());
+        };
+        let leaves = h.leaves.len().max(1) as u32;
+        let r = &mut spec.request;
+        r.leaves = Some(leaves);
+        (r.leaf_type, r.gpus, r.mem_bytes) = (None, None, None);
+        r.cores_per_leaf = (h.cores.len() as u32 / leaves).max(1);
+    }
+    Ok(())
+}
+
+/// What `--constraint` can name on a host, lowercase: the words of its GPUs' model names
+/// (`NVIDIA H100 80GB HBM3` → `h100`, `80gb`, `hbm3`), their memory in whole GB (`80gb`),
+/// their MIG profiles (`1g.10gb`) and `mig` when it has any.
+pub(crate) fn host_features(h: &gres_plugin::HostModel) -> Vec<String> {
+    let mut f: Vec<String> = Vec::new();
+    for g in &h.gpus {
+        f.extend(
+            g.name
+                .split(|c: char| c.is_whitespace() || c == '-' || c == '_')
+                .filter(|w| !w.is_empty() && !w.eq_ignore_ascii_case("nvidia"))
+                .map(str::to_ascii_lowercase),
+        );
+        let gib = (g.memory_bytes as f64 / f64::from(1u32 << 30)).round();
+        f.push(format!("{gib}gb"));
+    }
+    for l in h.leaves.iter().filter(|l| l.is_mig()) {
+        f.push(l.profile.to_ascii_lowercase());
+        f.push("mig".into());
+    }
+    f.sort();
+    f.dedup();
+    f
 }
 
 /// The configured default time limit and cores per leaf where none is given; a time limit
