@@ -170,6 +170,7 @@ impl Launcher {
             socket: self.socket.clone(),
             umask: row.umask.unwrap_or(0o022) & 0o777,
             warn: row.signal,
+            append: row.options.append,
         };
         let pid = self.start_supervisor(&spec)?;
         tracing::info!("job {}: started, supervisor pid {pid}", l.job);

@@ -50,6 +50,9 @@ pub(crate) struct LaunchSpec {
     /// `--signal`: what to send before the time limit, and to whom.
     #[serde(default)]
     pub warn: Option<flex_proto::WarnSignal>,
+    /// `--open-mode=append`: the output files are appended to, not truncated.
+    #[serde(default)]
+    pub append: bool,
 }
 
 fn default_umask() -> u32 {

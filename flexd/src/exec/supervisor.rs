@@ -377,6 +377,8 @@ struct ChildSetup {
     cgroup_procs: Option<CString>,
     /// The submitter's umask, set before the output files are created.
     umask: nix::sys::stat::Mode,
+    /// `--open-mode=append`: O_APPEND instead of O_TRUNC.
+    append: bool,
 }
 
 impl ChildSetup {
@@ -436,6 +438,7 @@ impl ChildSetup {
             err_w,
             cgroup_procs,
             umask: nix::sys::stat::Mode::from_bits_truncate(spec.umask & 0o777),
+            append: spec.append,
         };
         Ok((ctx, err_r))
     }
@@ -515,8 +518,12 @@ impl ChildSetup {
     /// Create an output file as the user (never through a symlink) onto descriptor `target`.
     fn redirect(&self, path: &CString, target: i32) -> std::io::Result<()> {
         use nix::errno::Errno;
-        let flags =
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let mode = if self.append {
+            libc::O_APPEND
+        } else {
+            libc::O_TRUNC
+        };
+        let flags = libc::O_WRONLY | libc::O_CREAT | mode | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         // SAFETY: a valid NUL-terminated path.
         let fd = unsafe { libc::open(path.as_ptr(), flags, 0o644 as libc::c_uint) };
         if fd < 0 {

@@ -87,12 +87,17 @@ impl State {
         per + 1
     }
 
-    /// A job became pending (submitted, recovered, requeued): it joins its group.
+    /// A job became pending (submitted, recovered, requeued): it joins its group. One with a
+    /// `--begin` time waits for the next plan to see whether it has come.
     pub(super) fn enqueue(&mut self, id: JobId) {
         let j = &self.jobs[&id];
         self.roster.add(j);
+        let begins_later = j.row.q.begin.is_some();
+        if let Some(t) = j.row.q.begin {
+            self.begin_waiting.insert((t, id));
+        }
         if plain(j) {
-            if j.row.q.hold == Hold::None {
+            if j.row.q.hold == Hold::None && !begins_later {
                 self.pending.push(super::pending_job(j));
                 self.dirty = true;
             }
@@ -103,7 +108,7 @@ impl State {
             let n = self.arrays.entry(a.job).or_insert(0);
             *n = (*n).max(id.0 - a.job.0 + 1);
         }
-        let held = j.row.q.hold != Hold::None;
+        let held = j.row.q.hold != Hold::None || begins_later;
         if !self.groups.contains_key(&gid) {
             let per_task = j.row.q.dependency.as_ref().is_some_and(|d| {
                 d.terms.iter().any(|t| {
@@ -208,6 +213,9 @@ impl State {
             return;
         };
         let gid = group_id(j);
+        if let Some(t) = j.row.q.begin {
+            self.begin_waiting.remove(&(t, id));
+        }
         self.pending.remove(id);
         self.roster.remove(id);
         if let Some(g) = self.groups.get_mut(&gid) {
@@ -245,9 +253,37 @@ impl State {
         }
     }
 
-    /// Hold or release a pending job.
+    /// Whether a pending job waits for its `--begin` time.
+    fn waits_to_begin(&self, j: &Job) -> bool {
+        j.row
+            .q
+            .begin
+            .is_some_and(|t| self.begin_waiting.contains(&(t, j.row.id)))
+    }
+
+    /// The jobs whose `--begin` time has come are eligible (unless held).
+    pub(super) fn release_begun(&mut self, now: u64) {
+        while let Some(&(t, id)) = self.begin_waiting.first() {
+            if t > now {
+                break;
+            }
+            self.begin_waiting.remove(&(t, id));
+            let ready = self
+                .jobs
+                .get(&id)
+                .is_some_and(|j| j.row.state == JobState::Pending && j.row.q.hold == Hold::None);
+            if ready {
+                self.set_eligible(id, true);
+            }
+        }
+    }
+
+    /// Hold or release a pending job (a released one still waits for its `--begin` time).
     pub(super) fn set_eligible(&mut self, id: JobId, eligible: bool) {
         let j = &self.jobs[&id];
+        if eligible && self.waits_to_begin(j) {
+            return;
+        }
         let gid = group_id(j);
         if !eligible {
             self.pending.remove(id);
@@ -310,14 +346,15 @@ impl State {
         if j.row.state != JobState::Pending {
             return None;
         }
+        let begin = self.waits_to_begin(j).then_some("BeginTime");
         if plain(j) {
-            // Pending and unheld, a plain job is in the core's queue.
-            return j.row.q.hold.reason();
+            // Pending, unheld and begun, a plain job is in the core's queue.
+            return j.row.q.hold.reason().or(begin);
         }
         if self.pending.contains(j.row.id) {
             return None;
         }
-        if let Some(r) = j.row.q.hold.reason() {
+        if let Some(r) = j.row.q.hold.reason().or(begin) {
             return Some(r);
         }
         let g = self.groups.get(&group_id(j))?;

@@ -104,6 +104,8 @@ pub(crate) struct State {
     arrays: BTreeMap<JobId, u64>,
     /// Groups whose dependency is not decided yet.
     dep_waiting: BTreeSet<JobId>,
+    /// Pending jobs whose `--begin` time has not come (as of the last plan), by that time.
+    begin_waiting: BTreeSet<(u64, JobId)>,
     /// What the last pass said about each job it left waiting, by id.
     waiting: Vec<sched::Pending>,
     running: BTreeSet<JobId>,
@@ -145,6 +147,7 @@ impl State {
             groups: BTreeMap::new(),
             arrays: BTreeMap::new(),
             dep_waiting: BTreeSet::new(),
+            begin_waiting: BTreeSet::new(),
             waiting: Vec::new(),
             running: BTreeSet::new(),
             queued: count::Queued::default(),

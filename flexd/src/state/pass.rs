@@ -32,6 +32,7 @@ impl State {
     /// and limits (state/priority.rs, state/prepare.rs): the core gets plain numbers and only
     /// the jobs no limit holds back.
     pub(crate) fn plan(&mut self, s: &Settings, now: u64) -> Option<Plan> {
+        self.release_begun(now);
         self.refresh_dependencies(s, now);
         self.dirty = false;
         if self.pending.is_empty() {

@@ -223,3 +223,41 @@ fn aftercorr_lets_each_task_follow_its_own() {
     assert_eq!(reason(&st, 5).as_deref(), Some("DependencyNeverSatisfied"));
     assert_eq!(reason(&st, 6).as_deref(), Some("Dependency"));
 }
+
+#[test]
+fn a_job_waits_for_its_begin_time_held_or_not() {
+    let s = Settings::defaults();
+    let (mut st, _) = state();
+    let at = |t: u64, hold: bool| QueueOptions {
+        begin: Some(t),
+        hold,
+        ..QueueOptions::default()
+    };
+    let a = add(&s, &mut st, 1, 1, at(NOW + 60, false));
+    let b = add(&s, &mut st, 2, 1, at(NOW + 60, true));
+    let c = add(&s, &mut st, 3, 1, array("0-1"));
+    assert_eq!(st.schedule(&s, NOW), 2, "only the array's tasks start");
+    assert_eq!(state_of(&st, a).1.as_deref(), Some("BeginTime"));
+    assert_eq!(state_of(&st, b).1.as_deref(), Some("JobHeldUser"));
+    // Releasing the hold does not start it before its time.
+    st.set_hold(b, false, false).unwrap();
+    assert_eq!(st.schedule(&s, NOW + 59), 0);
+    assert_eq!(state_of(&st, b).1.as_deref(), Some("BeginTime"));
+    assert_eq!(st.schedule(&s, NOW + 60), 2, "both start at their time");
+    // An array task's begin time counts as well; one in the past is no wait.
+    let d = QueueOptions {
+        begin: Some(NOW + 120),
+        ..array("0-1")
+    };
+    let d = add(&s, &mut st, 10, 1, d);
+    let e = add(&s, &mut st, 12, 1, at(NOW - 5, false));
+    assert_eq!(
+        state_of(&st, e).0,
+        JobState::Running,
+        "started with its commit"
+    );
+    assert_eq!(st.schedule(&s, NOW + 61), 0);
+    assert_eq!(state_of(&st, d).1.as_deref(), Some("BeginTime"));
+    assert_eq!(st.schedule(&s, NOW + 120), 2);
+    assert_eq!(state_of(&st, c).0, JobState::Running);
+}

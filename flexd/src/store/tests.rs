@@ -126,6 +126,46 @@ fn an_environment_is_stored_once_for_the_jobs_that_share_it() {
 }
 
 #[test]
+fn sbatch_options_and_begin_times_are_stored_and_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = open(&dir.path().join("flex.db")).unwrap();
+    let mut envs = Envs::default();
+    let mut j = new_job("opts");
+    j.spec.options = Box::new(flex_proto::JobOptions {
+        comment: Some("sweep 3 of 9".into()),
+        append: true,
+        mail: Some(flex_proto::Mail {
+            events: flex_proto::MailEvents(flex_proto::MailEvents::END),
+            user: Some("ana@example.org".into()),
+        }),
+        ..Default::default()
+    });
+    j.spec.queue.begin = Some(j.submit_time + 600);
+    j.spec.queue.array = Some(flex_proto::ArraySpec::parse("0-1").unwrap());
+    let tx = conn.transaction().unwrap();
+    let a = insert_job(&tx, &j, &mut envs).unwrap();
+    let plain = insert_job(&tx, &new_job("plain"), &mut envs).unwrap();
+    tx.commit().unwrap();
+    // Both tasks of the array carry them.
+    for id in [a, JobId(a.0 + 1)] {
+        let row = rows::load_job(&conn, id).unwrap().unwrap();
+        assert_eq!(row.q.comment.as_deref(), Some("sweep 3 of 9"));
+        assert_eq!(row.q.begin, Some(j.submit_time + 600));
+        assert_eq!(
+            launch_row(&conn, id).unwrap().unwrap().options,
+            *j.spec.options
+        );
+    }
+    let row = rows::load_job(&conn, plain).unwrap().unwrap();
+    assert_eq!((row.q.comment.as_deref(), row.q.begin), (None, None));
+    assert!(launch_row(&conn, plain)
+        .unwrap()
+        .unwrap()
+        .options
+        .is_plain());
+}
+
+#[test]
 fn a_newer_database_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("flex.db");

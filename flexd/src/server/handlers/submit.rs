@@ -281,9 +281,13 @@ pub(crate) fn prepare_submit(
     let (spec, limited) = check_qos(s, st, peer, spec, tasks)?;
     st.begin_submission(peer.uid, spec.qos.as_deref(), tasks);
     // A job a limit may hold back goes through a pass, where limits are decided; so does one
-    // that waits for eligibility (an array, a dependency, a hold).
+    // that waits for eligibility (an array, a dependency, a hold, a begin time).
     let q = &spec.queue;
-    let plain = q.array.is_none() && q.dependency.is_none() && !q.hold && !limited;
+    let plain = q.array.is_none()
+        && q.dependency.is_none()
+        && !q.hold
+        && q.begin.is_none_or(|t| t <= now)
+        && !limited;
     let start = plain.then(|| st.start_now(s, &spec.request, now)).flatten();
     Ok(NewJob {
         account: spec.account.clone().unwrap_or_default(),
