@@ -7,6 +7,7 @@ pub mod config;
 pub mod daemon;
 pub mod exec;
 pub mod fairshare;
+pub(crate) mod mail;
 pub mod metrics;
 pub mod paths;
 pub mod server;

@@ -29,9 +29,13 @@ complete -c flexsub -l gpus-per-task -d 'GPUs per task: as --gpus N x ntasks (nt
 complete -c flexsub -l cpus-per-gpu -d 'CPU cores per leaf (overrides -c)' -r
 complete -c flexsub -s w -l nodelist -d 'Hosts to run on: must name this host (short name or FQDN)' -r
 complete -c flexsub -s x -l exclude -d 'Hosts not to run on: must not name this host' -r
+complete -c flexsub -l comment -d 'A comment, shown by flexq -o %k and flexcontrol show job' -r
+complete -c flexsub -s b -l begin -d 'Start no earlier: now+60 (seconds), now+1hour, 16:00, 2026-12-01T10:00, tomorrow' -r
+complete -c flexsub -l open-mode -d 'How output files are opened (default truncate)' -r
+complete -c flexsub -s C -l constraint -d 'Host features the job needs (a100, h100, 80gb, 1g.10gb), with & and |' -r
+complete -c flexsub -l mail-type -d 'Mail on BEGIN, END, FAIL, REQUEUE, ALL, TIME_LIMIT[_90|_80|_50], when flexd has a sendmail' -r
+complete -c flexsub -l mail-user -d 'Whom the mail goes to (default: the submitting user)' -r
 complete -c flexsub -s p -l partition -d 'Accepted and ignored: one Flex host has no partitions' -r
-complete -c flexsub -l mail-type -d 'Accepted and ignored: Flex sends no mail' -r
-complete -c flexsub -l mail-user -d 'Accepted and ignored: Flex sends no mail' -r
 complete -c flexsub -l mem-per-cpu -d 'Accepted and ignored: host memory, which Flex does not allocate' -r
 complete -c flexsub -l mem-per-gpu -d 'Accepted and ignored: host memory, which Flex does not allocate' -r
 complete -c flexsub -l mincpus -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
@@ -62,6 +66,7 @@ complete -c flexsub -l infer -d '--model only runs inference (KV cache)'
 complete -c flexsub -s H -l hold -d 'Submit held (JobHeldUser) until `flexcontrol release`'
 complete -c flexsub -l requeue -d 'The job may be requeued (the default)'
 complete -c flexsub -l no-requeue -d 'The job may not be requeued'
+complete -c flexsub -l exclusive -d 'The whole host: every leaf and every core'
 complete -c flexsub -s s -l oversubscribe -d 'Accepted and ignored: sharing follows the request (a --gpus fraction shares a GPU)'
 complete -c flexsub -l spread-job -d 'Accepted and ignored: a Flex job runs on one host'
 complete -c flexsub -l get-user-env -d 'Refused: the job gets the submitting environment (--export=ALL), not a login shell\'s'

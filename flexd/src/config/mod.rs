@@ -63,6 +63,8 @@ pub struct Settings {
     pub kill_invalid_depend: bool,
     /// Where to serve Prometheus metrics (None: nowhere).
     pub metrics_listen: Option<SocketAddr>,
+    /// The program mail goes through (`sendmail -t`); None: jobs' `--mail-type` sends nothing.
+    pub sendmail: Option<PathBuf>,
     pub limits: Limits,
     /// Multifactor priority, fair share and QOS.
     pub priority: crate::fairshare::PriorityConfig,
@@ -203,6 +205,9 @@ impl Settings {
             keep_finished: src.duration("keep_finished", secs(30 * 86400))?,
             kill_invalid_depend: src.bool("kill_invalid_depend")?,
             metrics_listen: metrics_listen(src)?,
+            sendmail: Some(src.string("sendmail")?)
+                .filter(|s| !s.trim().is_empty())
+                .map(PathBuf::from),
             limits: limits(src)?,
             priority: crate::fairshare::PriorityConfig::from_table(src.table, src.origin)?,
         };
@@ -245,6 +250,7 @@ impl Settings {
             ("keep_finished", d(self.keep_finished)),
             ("kill_invalid_depend", self.kill_invalid_depend.to_string()),
             ("metrics_listen", format!("{:?}", self.metrics_listen)),
+            ("sendmail", format!("{:?}", self.sendmail)),
             (
                 "default_cpus_per_leaf",
                 self.default_cpus_per_leaf.to_string(),

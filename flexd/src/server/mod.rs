@@ -178,6 +178,11 @@ impl Shared {
         let effects = core.state.take_outbox();
         let dirty = core.state.take_dirty();
         for e in effects {
+            if let Some(sendmail) = &core.settings.sendmail {
+                if let Some(m) = crate::mail::for_effect(&e, |id| core.state.job(id)) {
+                    crate::mail::send(sendmail, m);
+                }
+            }
             self.send(e);
         }
         drop(core);

@@ -1,7 +1,8 @@
 //! The scheduling loop: it wakes the pure core ([`flex_sched::schedule`], through
 //! `State::plan` and `Plan::decide`) when something changed and once a second, runs it off the
 //! lock and off the runtime's workers, and applies its decisions. Once a second it also looks
-//! after supervisors ([`super::health`]) and forgets old finished jobs.
+//! after supervisors ([`super::health`]), forgets old finished jobs and sends the time-limit
+//! mails that are due ([`crate::mail`]).
 
 use super::health::check_supervisors;
 use super::{unix_now, Shared};
@@ -25,6 +26,11 @@ pub(crate) async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver
             shared.with_core(|c| {
                 let keep = c.settings.keep_finished.as_secs();
                 c.state.prune_finished(unix_now().saturating_sub(keep));
+                if let Some(sendmail) = &c.settings.sendmail {
+                    for m in crate::mail::time_limit_mails(&mut c.state, unix_now()) {
+                        crate::mail::send(sendmail, m);
+                    }
+                }
             });
             give_back_memory();
         }

@@ -185,6 +185,15 @@ impl State {
         std::mem::take(&mut self.dirty)
     }
 
+    /// The running jobs, to be changed in place (mail.rs marks the mails it sent).
+    pub(crate) fn running_jobs_mut(&mut self) -> impl Iterator<Item = &mut Job> + '_ {
+        let running = &self.running;
+        self.jobs
+            .iter_mut()
+            .filter(move |(id, _)| running.contains(id))
+            .map(|(_, j)| &mut **j)
+    }
+
     pub(crate) fn job(&self, id: JobId) -> Option<&Job> {
         self.jobs.get(&id).map(|j| &**j)
     }
@@ -316,6 +325,9 @@ impl State {
                 nice: i64::from(j.spec.nice),
                 begin: q.begin.filter(|&b| b > j.submit_time),
                 comment: j.spec.options.comment.as_deref().map(Box::from),
+                mail: (j.spec.options.mail.as_ref())
+                    .filter(|m| m.events.0 != 0)
+                    .map(|m| Box::new(m.clone())),
                 ..Default::default()
             }),
         };

@@ -73,6 +73,11 @@ pub(crate) struct Queueing {
     pub begin: Option<u64>,
     /// `--comment`, kept here because most jobs have none.
     pub comment: Option<Box<str>>,
+    /// `--mail-type`/`--mail-user`, when it asked for mail.
+    pub mail: Option<Box<flex_proto::Mail>>,
+    /// The TIME_LIMIT_50/80/90 mails sent for it, once each however often it runs
+    /// (`MailEvents` bits; not stored: a restarted flexd may send one again).
+    pub mails_sent: u8,
 }
 
 /// What a job has unless it was submitted or changed otherwise.
@@ -87,6 +92,8 @@ static DEFAULTS: Queueing = Queueing {
     nice: 0,
     begin: None,
     comment: None,
+    mail: None,
+    mails_sent: 0,
 };
 
 impl Default for Queueing {
@@ -126,8 +133,8 @@ impl PartialEq for Q {
     }
 }
 
-/// The columns `array_job` … `nice`, then (after `qos`) the begin time and the comment, of
-/// `store::rows::ROW_COLUMNS`, from `at`.
+/// The columns `array_job` … `nice`, then (after `qos`) the begin time, the comment and the
+/// mail, of `store::rows::ROW_COLUMNS`, from `at`.
 pub(super) fn from_row(id: u64, r: &rusqlite::Row, at: usize) -> Result<Queueing, StoreError> {
     let array_job: Option<i64> = r.get(at)?;
     let array_task: Option<u32> = r.get(at + 1)?;
@@ -149,6 +156,12 @@ pub(super) fn from_row(id: u64, r: &rusqlite::Row, at: usize) -> Result<Queueing
         comment: r
             .get::<_, Option<String>>(at + 11)?
             .map(String::into_boxed_str),
+        mail: r
+            .get::<_, Option<String>>(at + 12)?
+            .map(|m| json(id, "options", &m).map(Box::new))
+            .transpose()?
+            .filter(|m: &Box<flex_proto::Mail>| m.events.0 != 0),
+        mails_sent: 0,
     })
 }
 

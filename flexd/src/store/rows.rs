@@ -64,7 +64,7 @@ const ROW_COLUMNS: &str = "id, name, uid, gid, user, account, request, priority,
     master_port, array_job, array_task, json_extract(array_spec, '$.throttle'), dependency, hold,
     requeue, restarts, requeue_requested, nice, qos,
     CASE WHEN eligible_time > submit_time THEN eligible_time END,
-    json_extract(options, '$.comment')";
+    json_extract(options, '$.comment'), json_extract(options, '$.mail')";
 
 fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
     let id: i64 = r.get(0)?;
