@@ -238,3 +238,62 @@ fn model_options_need_each_other() {
     set(&mut s, "mem", "1G").unwrap();
     assert!(s.estimate_input().unwrap_err().contains("give one"));
 }
+
+#[test]
+fn how_the_job_runs_options() {
+    let mut s = Settings::default();
+    assert_eq!(set(&mut s, "comment", "sweep lr=3e-4"), Ok(None));
+    assert!(set(&mut s, "comment", " ").is_err());
+    assert_eq!(set(&mut s, "open-mode", "append"), Ok(None));
+    assert!(s.options.append);
+    assert_eq!(set(&mut s, "open-mode", "Truncate"), Ok(None));
+    assert!(!s.options.append);
+    assert!(set(&mut s, "open-mode", "rw")
+        .unwrap_err()
+        .contains("append or truncate"));
+    assert_eq!(s.apply(by_long("exclusive").unwrap(), None), Ok(None));
+    assert_eq!(set(&mut s, "constraint", "[a100|h100] & 80GB"), Ok(None));
+    assert_eq!(s.options.constraint.as_deref(), Some("(a100|h100)&80GB"));
+    assert!(set(&mut s, "constraint", "a100*2")
+        .unwrap_err()
+        .contains("several nodes"));
+    assert_eq!(set(&mut s, "mail-type", "END,fail"), Ok(None));
+    assert_eq!(set(&mut s, "mail-user", "ana@example.org"), Ok(None));
+    let mail = s.options.mail.clone().unwrap();
+    let ev = flex_proto::MailEvents::END | flex_proto::MailEvents::FAIL;
+    assert_eq!(
+        (mail.events.0, mail.user.as_deref()),
+        (ev, Some("ana@example.org"))
+    );
+    assert!(set(&mut s, "mail-type", "SOMETIMES")
+        .unwrap_err()
+        .contains("\"SOMETIMES\""));
+    assert_eq!(s.options.comment.as_deref(), Some("sweep lr=3e-4"));
+    assert!(s.options.exclusive);
+}
+
+#[test]
+fn begin_times_as_sbatch_takes_them() {
+    use jiff::civil::date;
+    let tz = jiff::tz::TimeZone::UTC;
+    let now = date(2026, 11, 24).at(15, 30, 0, 0).to_zoned(tz).unwrap();
+    let at = |v: &str| slurm::parse_begin(v, &now);
+    let secs = |z: jiff::Zoned| z.timestamp().as_second() as u64;
+    let base = secs(now.clone());
+    assert_eq!(at("now+60"), Ok(base + 60));
+    assert_eq!(at("now+1hour"), Ok(base + 3600));
+    assert_eq!(at("16:00"), Ok(base + 1800), "later today");
+    assert_eq!(
+        at("09:00"),
+        Ok(base + 17 * 3600 + 1800),
+        "tomorrow: 9:00 is past"
+    );
+    let dec = date(2026, 12, 1).at(10, 0, 0, 0);
+    let dec = dec.to_zoned(jiff::tz::TimeZone::UTC).unwrap();
+    assert_eq!(at("2026-12-01T10:00"), Ok(secs(dec)));
+    assert_eq!(at("tomorrow"), Ok(base + 8 * 3600 + 1800));
+    assert!(at("someday").unwrap_err().contains("someday"));
+    let mut s = Settings::default();
+    set(&mut s, "begin", "now+1").unwrap();
+    assert!(s.queue.begin.is_some());
+}
