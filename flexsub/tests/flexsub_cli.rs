@@ -180,8 +180,8 @@ fn bad_scripts_name_the_line_and_nothing_reaches_the_daemon() {
             "bad.sh:2: #FLEX --leaves 0: invalid leaves \"0\"",
         ),
         (
-            "#!/bin/sh\n#SBATCH --exclusive\n",
-            "bad.sh:2: #SBATCH --exclusive: unknown option \"--exclusive\"",
+            "#!/bin/sh\n#SBATCH --switches=1\n",
+            "bad.sh:2: #SBATCH --switches=1: unknown option \"--switches\"",
         ),
         (
             "#!/bin/sh\n#SBATCH --mem=12Q\n",

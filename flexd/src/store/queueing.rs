@@ -158,9 +158,10 @@ pub(super) fn from_row(id: u64, r: &rusqlite::Row, at: usize) -> Result<Queueing
             .map(String::into_boxed_str),
         mail: r
             .get::<_, Option<String>>(at + 12)?
-            .map(|m| json(id, "options", &m).map(Box::new))
+            .map(|m| json::<flex_proto::Mail>(id, "options", &m))
             .transpose()?
-            .filter(|m: &Box<flex_proto::Mail>| m.events.0 != 0),
+            .filter(|m| m.events.0 != 0)
+            .map(Box::new),
         mails_sent: 0,
     })
 }

@@ -131,7 +131,7 @@ fn sbatch_options_and_begin_times_are_stored_and_loaded() {
     let mut conn = open(&dir.path().join("flex.db")).unwrap();
     let mut envs = Envs::default();
     let mut j = new_job("opts");
-    j.spec.options = Box::new(flex_proto::JobOptions {
+    *j.spec.options = flex_proto::JobOptions {
         comment: Some("sweep 3 of 9".into()),
         append: true,
         mail: Some(flex_proto::Mail {
@@ -139,7 +139,7 @@ fn sbatch_options_and_begin_times_are_stored_and_loaded() {
             user: Some("ana@example.org".into()),
         }),
         ..Default::default()
-    });
+    };
     j.spec.queue.begin = Some(j.submit_time + 600);
     j.spec.queue.array = Some(flex_proto::ArraySpec::parse("0-1").unwrap());
     let tx = conn.transaction().unwrap();
