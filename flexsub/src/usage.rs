@@ -140,6 +140,7 @@ pub(crate) mod tests {
             },
             array: None,
             restarts: 0,
+            max_rss: None,
         }
     }
 

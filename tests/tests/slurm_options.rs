@@ -234,3 +234,35 @@ fn mail_goes_through_the_configured_sendmail() {
         "{out:?}"
     );
 }
+
+#[test]
+fn flexacct_gives_the_fields_scripts_read_with_max_rss() {
+    let d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("acct");
+    // dd fills a 64 MiB buffer: the job's peak resident memory is at least that.
+    let job = submit(
+        &d,
+        &dir,
+        "mem.sh",
+        "#!/bin/sh\ndd if=/dev/zero of=/dev/null bs=64M count=2 2>/dev/null\nexit 2\n",
+        &[],
+    );
+    let v = d.wait_finished(job);
+    assert_eq!(v.state, JobState::Failed, "{v:?}");
+    let id = job.to_string();
+    let row = wait_for("the peak memory recorded", || {
+        let out = cmd(&d, "flexacct")
+            .args(["-n", "-P", "-X", "-j", &id])
+            .arg("--format=JobID,State,ExitCode,Elapsed,MaxRSS")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let row = text(&out.stdout);
+        (!row.trim_end().ends_with('|')).then_some(row)
+    });
+    let f: Vec<&str> = row.trim_end().split('|').collect();
+    assert_eq!(f[..3], [&*id, "FAILED", "2:0"], "{row}");
+    assert!(f[3].starts_with("00:00:0"), "{row}");
+    let kib: u64 = f[4].strip_suffix('K').unwrap().parse().unwrap();
+    assert!(kib >= 64 * 1024, "{row}");
+}

@@ -59,6 +59,10 @@ pub struct StatusFile {
     pub end_time: u64,
     /// Why it failed to start, or what happened at its end.
     pub note: Option<String>,
+    /// The job's peak resident memory in bytes: its cgroup's memory.peak, else the largest
+    /// of its waited-for processes (getrusage). Older status files have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rss: Option<u64>,
 }
 
 /// Write `bytes` to `path` through a temporary file and a rename; with `durable`, fsync the
@@ -419,6 +423,7 @@ mod tests {
             signal: Some(15),
             end_time: 99,
             note: None,
+            max_rss: None,
         };
         let p = status_file(dir.path(), JobId(4));
         write_atomic(&p, &serde_json::to_vec(&s).unwrap(), true).unwrap();

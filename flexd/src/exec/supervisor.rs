@@ -126,6 +126,7 @@ fn ended(spec: &LaunchSpec, state: JobState, note: Option<String>) -> StatusFile
         signal: None,
         end_time: now_s(),
         note,
+        max_rss: None,
     }
 }
 
@@ -197,6 +198,7 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path) -> StatusFile {
     // Whatever the first process left behind goes with it: its group, and with a cgroup also
     // what left the group (setsid, daemons).
     let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    let max_rss = peak_memory(cg.as_ref());
     remove_cg(cg.as_ref());
     let state = state.unwrap_or(if status.code() == Some(0) {
         JobState::Completed
@@ -210,7 +212,21 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path) -> StatusFile {
         signal: status.signal(),
         end_time: now_s(),
         note: None,
+        max_rss,
     }
+}
+
+/// The job's peak resident memory (flexacct's MaxRSS): its cgroup's memory.peak, else the
+/// largest of the processes this supervisor and they waited for (ru_maxrss, in KiB).
+fn peak_memory(cg: Option<&JobCgroup>) -> Option<u64> {
+    let peak = cg
+        .and_then(|c| std::fs::read_to_string(c.path.join("memory.peak")).ok())
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    peak.or_else(|| {
+        let u =
+            nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).ok()?;
+        u64::try_from(u.max_rss()).ok().map(|kib| kib * 1024)
+    })
 }
 
 /// Send `--signal`'s signal as Slurm does: with `B:` to the batch shell alone, else to the

@@ -73,6 +73,11 @@ pub(crate) enum Op {
         from: JobState,
     },
     Update(Box<Update>),
+    /// The peak resident memory its supervisor measured, in bytes (after its end).
+    MaxRss {
+        job: JobId,
+        bytes: u64,
+    },
     /// Nothing: its acknowledgement says every change sent before it is committed.
     Barrier,
 }
@@ -221,6 +226,7 @@ fn op_name(op: &Op) -> String {
         Op::RequeueRequested { job, .. } => format!("record the requeue request of job {job}"),
         Op::Requeue { job, .. } => format!("requeue job {job}"),
         Op::Update(u) => format!("update job {}", u.job),
+        Op::MaxRss { job, .. } => format!("record the peak memory of job {job}"),
         Op::Barrier => "barrier".into(),
     }
 }
@@ -278,6 +284,10 @@ fn apply(tx: &Transaction, envs: &mut Envs, op: &Op) -> Result<Option<JobId>, St
             from,
         } => queueing::requeue(tx, *job, *time, *hold, *from)?,
         Op::Update(u) => queueing::update(tx, u)?,
+        Op::MaxRss { job, bytes } => {
+            tx.prepare_cached("UPDATE jobs SET max_rss = ?2 WHERE id = ?1")?
+                .execute(params![job.0 as i64, *bytes as i64])?;
+        }
         Op::Barrier => {}
     }
     Ok(None)

@@ -246,6 +246,10 @@ pub struct AcctRecord {
     /// How often it was requeued (its earlier runs are kept in the database).
     #[serde(default, skip_serializing_if = "crate::job::is_zero")]
     pub restarts: u32,
+    /// Its latest run's peak resident memory in bytes (sacct's MaxRSS), when its supervisor
+    /// measured one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rss: Option<u64>,
 }
 
 /// A host's capacity, for utilization.

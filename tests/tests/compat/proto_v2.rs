@@ -244,6 +244,7 @@ pub fn samples() -> Vec<Msg> {
         cores: vec![0, 1, 2, 3],
         array: None,
         restarts: 0,
+        max_rss: None,
     };
     let filter = QueueFilter {
         users: vec!["ann".into()],

@@ -12,6 +12,7 @@ use gres_plugin::JobId;
 pub(crate) fn reported(shared: &Shared, peer: &Peer, job: JobId) -> Response {
     let status = files::read_status(&shared.run_dir, job);
     let had_status = matches!(status, Ok(Some(_)));
+    let max_rss = status.as_ref().ok().and_then(|s| s.as_ref()?.max_rss);
     let (r, stale) = shared.with_core(|c| {
         let was_running = c
             .state
@@ -25,6 +26,10 @@ pub(crate) fn reported(shared: &Shared, peer: &Peer, job: JobId) -> Response {
     // nothing will remove these files after a commit.
     if stale && had_status {
         files::remove_job_files(&shared.run_dir, job);
+    }
+    if let (Some(bytes), Response::Pong) = (max_rss, &r) {
+        let op = crate::store::writer::Op::MaxRss { job, bytes };
+        shared.writer.send(op, crate::store::writer::Done::Nothing);
     }
     r
 }

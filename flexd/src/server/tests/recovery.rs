@@ -70,6 +70,7 @@ fn recovery_readopts_ends_and_never_hands_a_leaf_out_twice() {
                 signal: None,
                 end_time: NOW - 20,
                 note: None,
+                max_rss: None,
             }),
             _ => Found::Gone,
         },

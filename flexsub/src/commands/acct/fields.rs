@@ -193,6 +193,14 @@ pub static FIELDS: &[Field] = &[
         |r, _| { decimal(usage::leaves(r), 3) }
     ),
     field!("NCPUS", 6, "cores held", |r, _| r.cores.len().to_string()),
+    field!(
+        "MaxRSS",
+        10,
+        "peak resident memory of its latest run, in KiB as sacct prints it (1234K)",
+        |r, _| r
+            .max_rss
+            .map_or_else(String::new, |b| format!("{}K", b.div_ceil(1024)))
+    ),
     field!("NodeList", 15, "host", |r, _| r
         .host
         .clone()
@@ -384,7 +392,19 @@ pub(crate) mod tests {
         );
         r.state = JobState::Failed;
         r.exit_code = Some(3);
+        r.max_rss = Some(5 << 20);
         r
+    }
+
+    #[test]
+    fn max_rss_is_kib_as_sacct_prints_it_and_empty_when_unknown() {
+        let cols = parse_format("JobID,State,ExitCode,Elapsed,MaxRSS").unwrap();
+        let recs = [rec(), record(None, None, vec![])];
+        let out = render(&cols, &recs, &ctx(), &Style::Parsable("|".into()), false).unwrap();
+        assert_eq!(
+            out,
+            "1|FAILED|3:0|1-01:01:01|5120K\n1|PENDING|0:0|00:00:00|\n"
+        );
     }
 
     #[test]

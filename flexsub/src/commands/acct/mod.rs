@@ -70,6 +70,10 @@ pub struct Args {
     /// Every user's jobs (root; other users always see only their own).
     #[arg(short = 'a', long = "allusers")]
     pub allusers: bool,
+    /// Only the jobs' allocations, not their steps (sacct's -X): accepted for scripts; Flex
+    /// keeps no steps, so every row is a job's allocation already.
+    #[arg(short = 'X', long = "allocations")]
+    pub allocations: bool,
 }
 
 /// The users, accounts and states flexacct and flexreport select records by.
