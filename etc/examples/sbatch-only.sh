@@ -1,6 +1,7 @@
 #!/bin/bash
 # An existing Slurm script runs unchanged: flexsub reads its #SBATCH lines.
-# --gres=gpu:TYPE:N asks for N leaves of that MIG profile; -c is cores per leaf.
+# --gres=gpu:TYPE:N asks for N leaves of that MIG profile; -c is cores per task, and without
+# -n/--ntasks every leaf is a task.
 #SBATCH --job-name=sbatch-example
 #SBATCH --gres=gpu:1g.5gb:2
 #SBATCH --cpus-per-task=2

@@ -72,8 +72,8 @@ fn options_of(words: &[String]) -> Result<Vec<Written<'_>>, String> {
             ));
         };
         let written = match (spec.value, inline) {
-            // A refused flag is refused whatever it is given (`--get-user-env=60L`).
-            (None, Some(v)) if spec.key == Key::Refused => Written {
+            // `--exclusive=user`, `--get-user-env=60L`.
+            (None, Some(v)) if spec.optional_value() => Written {
                 spec,
                 shown: w.clone(),
                 value: Some(v),

@@ -29,6 +29,11 @@ pub fn command() -> Command {
             a = a.short(c);
         }
         a = match o.value {
+            None if o.optional_value() => a
+                .num_args(0..=1)
+                .require_equals(true)
+                .default_missing_value("")
+                .action(ArgAction::Set),
             Some(v) => a
                 .value_name(v)
                 .action(ArgAction::Set)
@@ -236,6 +241,10 @@ fn apply_command_line(m: &ArgMatches, s: &mut Settings) -> Result<Vec<String>, E
     let mut warnings = Vec::new();
     for o in options::all() {
         let value = match o.value {
+            None if o.optional_value() => match m.get_one::<String>(o.long) {
+                Some(v) => (!v.is_empty()).then_some(v.as_str()),
+                None => continue,
+            },
             Some(_) => match m.get_one::<String>(o.long) {
                 Some(v) => Some(v.as_str()),
                 None => continue,

@@ -116,7 +116,7 @@ pub const SLURM_OPTIONS: &[OptSpec] = &[
         "exclusive",
         None,
         None,
-        "The whole host: every leaf and every core",
+        "The whole host: every leaf and every core (=user, =mcs, =topo: ignored with a warning)",
     ),
     opt(
         Key::OpenMode,
@@ -282,7 +282,16 @@ pub(super) fn apply(s: &mut Settings, spec: &OptSpec, v: &str) -> Result<Option<
         Key::CpusPerGpu => s.cpus_per_gpu = Some(count("cores per GPU")?),
         Key::Comment => s.options.comment = Some(super::non_empty("comment", v)?),
         Key::Begin => s.queue.begin = Some(parse_begin(v, &crate::when::local_now())?),
-        Key::Exclusive => s.options.exclusive = true,
+        Key::Exclusive => match v.trim() {
+            "" => s.options.exclusive = true,
+            "user" | "mcs" | "topo" => {
+                return Ok(Some(format!(
+                    "--exclusive={v} is ignored: Flex shares the host among all users' jobs \
+                     unless --exclusive alone asks for the whole of it"
+                )))
+            }
+            _ => return Err(format!("invalid exclusive {v:?}: user, mcs or topo")),
+        },
         Key::OpenMode => {
             s.options.append = match v.trim().to_ascii_lowercase().as_str() {
                 "append" | "a" => true,

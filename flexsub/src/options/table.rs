@@ -75,6 +75,14 @@ pub struct OptSpec {
     pub help: &'static str,
 }
 
+impl OptSpec {
+    /// A flag that may also be given a value with `=` (sbatch's `--exclusive[=user]`,
+    /// `--get-user-env[=60L]`).
+    pub fn optional_value(&self) -> bool {
+        self.value.is_none() && matches!(self.key, Key::Exclusive | Key::Refused)
+    }
+}
+
 pub(super) const fn opt(
     key: Key,
     long: &'static str,

@@ -252,6 +252,9 @@ fn how_the_job_runs_options() {
         .unwrap_err()
         .contains("append or truncate"));
     assert_eq!(s.apply(by_long("exclusive").unwrap(), None), Ok(None));
+    let w = set(&mut s, "exclusive", "user").unwrap().unwrap();
+    assert!(w.contains("--exclusive=user is ignored"), "{w}");
+    assert!(set(&mut s, "exclusive", "node").is_err());
     assert_eq!(set(&mut s, "constraint", "[a100|h100] & 80GB"), Ok(None));
     assert_eq!(s.options.constraint.as_deref(), Some("(a100|h100)&80GB"));
     assert!(set(&mut s, "constraint", "a100*2")

@@ -158,9 +158,22 @@ fn check_names(s: &Settings, spec: &mut JobSpec) -> Result<(), Response> {
     Ok(())
 }
 
-/// `--constraint` against the host's features (an impossible one is refused); `--exclusive`
-/// made a request for every leaf of the host, with its cores shared out among them.
+/// `--constraint` against the host's features (an impossible one is refused); a GPU model
+/// given as the type of `--gres=gpu:TYPE:N` (`a100`) read as such a feature rather than as a
+/// leaf profile; `--exclusive` made a request for every leaf of the host, with its cores shared
+/// out among them.
 fn check_host_options(st: &State, spec: &mut JobSpec) -> Result<(), Response> {
+    if let Some(t) = spec.request.leaf_type.as_deref() {
+        let feature = t.to_ascii_lowercase();
+        let mut hosts = st.cluster.hosts().map(|(_, h)| h);
+        let is_model = hosts.all(|h| {
+            !h.leaves.iter().any(|l| l.profile.eq_ignore_ascii_case(t))
+                && host_features(h).contains(&feature)
+        });
+        if is_model && st.cluster.hosts().next().is_some() {
+            spec.request.leaf_type = None;
+        }
+    }
     if let Some(text) = &spec.options.constraint {
         let c =
             flex_proto::Constraint::parse(text).map_err(|e| err(ErrorKind::InvalidRequest, e))?;
