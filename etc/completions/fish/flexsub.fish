@@ -31,6 +31,7 @@ complete -c flexsub -s w -l nodelist -d 'Hosts to run on: must name this host (s
 complete -c flexsub -s x -l exclude -d 'Hosts not to run on: must not name this host' -r
 complete -c flexsub -l comment -d 'A comment, shown by flexq -o %k and flexcontrol show job' -r
 complete -c flexsub -s b -l begin -d 'Start no earlier: now+60 (seconds), now+1hour, 16:00, 2026-12-01T10:00, tomorrow' -r
+complete -c flexsub -l exclusive -d 'The whole host: every leaf and every core (=user, =mcs, =topo: ignored with a warning)' -r
 complete -c flexsub -l open-mode -d 'How output files are opened (default truncate)' -r
 complete -c flexsub -s C -l constraint -d 'Host features the job needs (a100, h100, 80gb, 1g.10gb), with & and |' -r
 complete -c flexsub -l mail-type -d 'Mail on BEGIN, END, FAIL, REQUEUE, ALL, TIME_LIMIT[_90|_80|_50], when flexd has a sendmail' -r
@@ -58,6 +59,7 @@ complete -c flexsub -l container-workdir -d 'Refused: Flex runs no pyxis/enroot 
 complete -c flexsub -l container-name -d 'Refused: Flex runs no pyxis/enroot containers; start the container from the script (enroot start, apptainer exec, docker run)' -r
 complete -c flexsub -l uid -d 'Refused: a job runs as the user who submits it' -r
 complete -c flexsub -l gid -d 'Refused: a job runs with the submitting user\'s groups' -r
+complete -c flexsub -l get-user-env -d 'Refused: the job gets the submitting environment (--export=ALL), not a login shell\'s' -r
 complete -c flexsub -s M -l clusters -d 'Refused: Flex is one host; submit on the cluster\'s own host' -r
 complete -c flexsub -l cluster -d 'Refused: Flex is one host; submit on the cluster\'s own host' -r
 complete -c flexsub -l wrap -d 'Run CMD with /bin/sh instead of a script' -r
@@ -66,10 +68,8 @@ complete -c flexsub -l infer -d '--model only runs inference (KV cache)'
 complete -c flexsub -s H -l hold -d 'Submit held (JobHeldUser) until `flexcontrol release`'
 complete -c flexsub -l requeue -d 'The job may be requeued (the default)'
 complete -c flexsub -l no-requeue -d 'The job may not be requeued'
-complete -c flexsub -l exclusive -d 'The whole host: every leaf and every core'
 complete -c flexsub -s s -l oversubscribe -d 'Accepted and ignored: sharing follows the request (a --gpus fraction shares a GPU)'
 complete -c flexsub -l spread-job -d 'Accepted and ignored: a Flex job runs on one host'
-complete -c flexsub -l get-user-env -d 'Refused: the job gets the submitting environment (--export=ALL), not a login shell\'s'
 complete -c flexsub -l parsable -d 'Print only the job id'
 complete -c flexsub -s W -l wait -d 'Return when the job ends, with its exit code (1 when it failed otherwise)'
 complete -c flexsub -l test-only -d 'Print where and when the job would start; queue nothing'
