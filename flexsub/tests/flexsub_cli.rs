@@ -161,6 +161,67 @@ fn wrap_runs_a_command_named_wrap() {
 }
 
 #[test]
+fn slurm_options_mean_the_same_on_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = FakeDaemon::start(dir.path(), submitted);
+    let args = [
+        "--exclusive",
+        "--comment",
+        "from the command line",
+        "--begin=now+1hour",
+        "--open-mode=append",
+        "-C",
+        "a100|h100",
+        "--mail-type=END",
+        "--mail-user",
+        "ana@example.org",
+        "-n",
+        "2",
+        "-c",
+        "3",
+        "--gres=gpu:2",
+        "--hint=compute_bound",
+        "--wrap",
+        "true",
+    ];
+    let out = flexsub(&d.path, dir.path(), &args);
+    assert!(out.status.success(), "{out:?}");
+    let err = text(&out.stderr);
+    assert_eq!(err.matches("--hint is ignored").count(), 1, "{err}");
+    let spec = only_spec(d.requests());
+    let o = &spec.options;
+    assert!(o.exclusive && o.append, "{o:?}");
+    assert_eq!(o.comment.as_deref(), Some("from the command line"));
+    assert_eq!(o.constraint.as_deref(), Some("a100|h100"));
+    let mail = o.mail.as_ref().unwrap();
+    assert_eq!(mail.user.as_deref(), Some("ana@example.org"));
+    assert!(mail.events.has(flex_proto::MailEvents::END));
+    let begin = spec.queue.begin.unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(begin > now + 3500 && begin <= now + 3600, "{begin} {now}");
+    assert_eq!(
+        spec.request.cores_per_leaf, 3,
+        "2 tasks of 3 cores on 2 leaves"
+    );
+    // A refused option is refused on the command line too, and an optional value is taken.
+    let dir2 = tempfile::tempdir().unwrap();
+    let sock = dir2.path().join("none.sock");
+    for (arg, want) in [
+        ("--get-user-env", "--get-user-env is refused"),
+        ("--get-user-env=60L", "--get-user-env is refused"),
+        ("--uid=0", "--uid is refused"),
+        ("--exclusive=node", "invalid exclusive \"node\""),
+    ] {
+        let out = flexsub(&sock, dir2.path(), &[arg, "--wrap", "true"]);
+        assert_eq!(out.status.code(), Some(1), "{arg}: {out:?}");
+        assert!(text(&out.stderr).contains(want), "{arg}: {out:?}");
+    }
+}
+
+#[test]
 fn bad_scripts_name_the_line_and_nothing_reaches_the_daemon() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("flexd.sock");

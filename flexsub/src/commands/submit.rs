@@ -24,26 +24,7 @@ pub fn command() -> Command {
         .version(env!("CARGO_PKG_VERSION"))
         .args_override_self(true);
     for o in options::all() {
-        let mut a = Arg::new(o.long).long(o.long).help(o.help);
-        if let Some(c) = o.short {
-            a = a.short(c);
-        }
-        a = match o.value {
-            None if o.optional_value() => a
-                .num_args(0..=1)
-                .require_equals(true)
-                .default_missing_value("")
-                .action(ArgAction::Set),
-            Some(v) => a
-                .value_name(v)
-                .action(ArgAction::Set)
-                .allow_hyphen_values(true),
-            None => a.action(ArgAction::SetTrue),
-        };
-        if matches!(o.key, Key::Ignored | Key::Refused) {
-            a = a.hide(true);
-        }
-        cmd = cmd.arg(a);
+        cmd = cmd.arg(job_arg(o));
     }
     cmd.arg(
         Arg::new("wrap")
@@ -95,6 +76,30 @@ pub fn command() -> Command {
             .value_parser(clap::value_parser!(std::ffi::OsString)),
     )
     .group(clap::ArgGroup::new("mode").args(["train", "infer"]))
+}
+
+/// One job option as a command-line argument (the ignored and refused Slurm ones hidden).
+fn job_arg(o: &options::OptSpec) -> Arg {
+    let mut a = Arg::new(o.long).long(o.long).help(o.help);
+    if let Some(c) = o.short {
+        a = a.short(c);
+    }
+    a = match o.value {
+        None if o.optional_value() => a
+            .num_args(0..=1)
+            .require_equals(true)
+            .default_missing_value("")
+            .action(ArgAction::Set),
+        Some(v) => a
+            .value_name(v)
+            .action(ArgAction::Set)
+            .allow_hyphen_values(true),
+        None => a.action(ArgAction::SetTrue),
+    };
+    if matches!(o.key, Key::Ignored | Key::Refused) {
+        a = a.hide(true);
+    }
+    a
 }
 
 /// What to do with the job once it is built.
