@@ -191,6 +191,20 @@ fn submissions_are_refused_with_the_reason() {
     let (k, m) = error(handlers::submit::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
     assert_eq!(k, ErrorKind::InvalidRequest);
     assert!(m.contains("not a list of [name, value] pairs"), "{m}");
+    // A comment is held to the job names' limit; a constraint to the host's features.
+    let mut sp = spec(1);
+    sp.options.comment = Some("c".repeat(300));
+    let (k, m) = error(handlers::submit::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
+    assert_eq!(k, ErrorKind::LimitExceeded);
+    assert!(m.contains("the comment is 300 bytes"), "{m}");
+    let mut sp = spec(1);
+    sp.options.constraint = Some("a100&80gb".into());
+    let (k, m) = error(handlers::submit::prepare_submit(&s, &mut st, &ana, sp, NOW).unwrap_err());
+    assert_eq!(k, ErrorKind::Unsatisfiable);
+    assert!(
+        m.contains("40gb") && m.contains("1g.10gb") && m.contains("mig"),
+        "{m}"
+    );
     submit(&s, &mut st, &ana, 1, 1);
     let (k, m) =
         error(handlers::submit::prepare_submit(&s, &mut st, &ana, spec(1), NOW).unwrap_err());

@@ -393,3 +393,27 @@ fn check_queueing(s: &Settings, st: &State, spec: &JobSpec) -> Result<(), Respon
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::host_features;
+
+    #[test]
+    fn features_come_from_gpu_names_memory_and_profiles() {
+        let host = |t: &str| {
+            gres_plugin::probe::discover_file(std::path::Path::new(t))
+                .unwrap()
+                .host
+        };
+        let h100 = host_features(&host("h100-80gb-x8.toml"));
+        for f in ["h100", "80gb", "hbm3"] {
+            assert!(h100.contains(&f.to_string()), "{h100:?}");
+        }
+        assert!(!h100.iter().any(|f| f == "nvidia"), "{h100:?}");
+        let a100 = host_features(&host("a100-40gb-x2.toml"));
+        assert_eq!(
+            a100,
+            ["1g.10gb", "1g.5gb", "40gb", "a100", "mig", "pcie"].map(String::from)
+        );
+    }
+}
