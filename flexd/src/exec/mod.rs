@@ -16,6 +16,7 @@ pub(crate) mod array;
 pub(crate) mod cgroup;
 pub mod files;
 pub(crate) mod launch;
+pub(crate) mod spawn;
 pub mod supervisor;
 
 use serde::{Deserialize, Serialize};

@@ -17,20 +17,18 @@
 
 use super::cgroup::{self, JobCgroup};
 use super::files::{self, write_atomic, RunFile, StatusFile};
-use super::{interpreter, LaunchSpec};
+use super::spawn::{spawn_job, JobProcess};
+use super::LaunchSpec;
 use crate::paths::{run_file, status_file};
 use flex_proto::{self as proto, Hello, JobState, Request, Response};
 use gres_plugin::JobId;
 use nix::sys::signal::{killpg, Signal};
-use nix::unistd::{Gid, Pid, Uid};
-use std::ffi::CString;
+use nix::unistd::Pid;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -235,7 +233,7 @@ fn warn_job(w: &flex_proto::WarnSignal, group: Pid) {
 /// Wait for the job; returns CANCELLED or TIMEOUT when the supervisor ended it.
 fn watch(
     spec: &LaunchSpec,
-    child: &mut Child,
+    child: &mut JobProcess,
     cg: Option<&JobCgroup>,
     term: &AtomicBool,
     wake: &UnixStream,
@@ -306,238 +304,6 @@ fn watch(
         let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms));
         let mut buf = [0u8; 64];
         while matches!((&*wake).read(&mut buf), Ok(n) if n > 0) {}
-    }
-}
-
-/// Start the job's first process: the script's interpreter on a memfd copy of the script, in a
-/// new process group, as the user.
-fn spawn_job(spec: &LaunchSpec, cg: Option<&JobCgroup>) -> Result<Child, String> {
-    let memfd = script_memfd(&spec.script)?;
-    let script_fd = memfd.as_raw_fd();
-    let (prog, arg) = interpreter(&spec.script);
-    let mut cmd = Command::new(&prog);
-    cmd.args(arg)
-        .arg(format!("/proc/self/fd/{script_fd}"))
-        .args(&spec.args)
-        .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .process_group(0);
-    let (ctx, err_r) = ChildSetup::prepare(spec, cg, script_fd)?;
-    // SAFETY: the closure runs in the forked child of this single-threaded process; it only
-    // makes system calls and formats an error message before exec.
-    unsafe {
-        cmd.pre_exec(move || ctx.run());
-    }
-    let spawned = cmd.spawn();
-    // Drops this process's copy of the error pipe's write end (the closure holds it), so
-    // reading the pipe ends once the child's copy closes.
-    drop(cmd);
-    match spawned {
-        Ok(child) => {
-            drop(memfd);
-            Ok(child)
-        }
-        Err(e) => {
-            let mut msg = String::new();
-            let _ = std::fs::File::from(err_r).read_to_string(&mut msg);
-            if msg.is_empty() {
-                msg = format!("cannot run {prog}: {e}");
-            }
-            Err(msg)
-        }
-    }
-}
-
-/// The script in a memfd, so the job can read it without it lying on disk.
-fn script_memfd(script: &str) -> Result<OwnedFd, String> {
-    let memfd =
-        nix::sys::memfd::memfd_create(c"flex-job-script", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
-            .map_err(|e| format!("memfd_create: {e}"))?;
-    std::fs::File::from(memfd.try_clone().map_err(|e| format!("memfd: {e}"))?)
-        .write_all(script.as_bytes())
-        .map_err(|e| format!("cannot write the script to a memfd: {e}"))?;
-    Ok(memfd)
-}
-
-/// What the job's process does between fork and exec.
-struct ChildSetup {
-    uid: Uid,
-    gid: Gid,
-    /// Set when the supervisor is root: drop to these groups, gid and uid.
-    groups: Option<Vec<Gid>>,
-    workdir: CString,
-    workdir_shown: String,
-    stdout: CString,
-    stderr: Option<CString>,
-    cpus: Option<nix::sched::CpuSet>,
-    script_fd: i32,
-    err_w: OwnedFd,
-    /// The job's cgroup.procs: joined first, while still privileged.
-    cgroup_procs: Option<CString>,
-    /// The submitter's umask, set before the output files are created.
-    umask: nix::sys::stat::Mode,
-}
-
-impl ChildSetup {
-    /// Everything the child needs, made before the fork (the child may only make system
-    /// calls); returns it with the read end of the pipe the child reports a failure on.
-    fn prepare(
-        spec: &LaunchSpec,
-        cg: Option<&JobCgroup>,
-        script_fd: i32,
-    ) -> Result<(ChildSetup, OwnedFd), String> {
-        let privileged = nix::unistd::geteuid().is_root();
-        if !privileged && spec.uid != nix::unistd::geteuid().as_raw() {
-            return Err(format!(
-                "flexd runs as uid {} and cannot run a job as uid {}",
-                nix::unistd::geteuid(),
-                spec.uid
-            ));
-        }
-        let groups = privileged.then(|| {
-            CString::new(spec.user.as_bytes())
-                .ok()
-                .and_then(|u| nix::unistd::getgrouplist(&u, Gid::from_raw(spec.gid)).ok())
-                .unwrap_or_else(|| vec![Gid::from_raw(spec.gid)])
-        });
-        let cstr = |p: &[u8], what: &str| {
-            CString::new(p).map_err(|_| format!("{what} contains a NUL byte"))
-        };
-        let workdir = cstr(spec.workdir.as_os_str().as_bytes(), "the working directory")?;
-        let stdout = cstr(spec.stdout.as_bytes(), "the output path")?;
-        let stderr = spec
-            .stderr
-            .as_ref()
-            .map(|p| cstr(p.as_bytes(), "the error path"))
-            .transpose()?;
-        let cgroup_procs = cg
-            .map(|c| cstr(c.procs_file().as_os_str().as_bytes(), "the cgroup path"))
-            .transpose()?;
-        let cpus = (!spec.cpus.is_empty()).then(|| {
-            let mut set = nix::sched::CpuSet::new();
-            for &c in &spec.cpus {
-                let _ = set.set(c as usize);
-            }
-            set
-        });
-        let (err_r, err_w) =
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
-        let ctx = ChildSetup {
-            uid: Uid::from_raw(spec.uid),
-            gid: Gid::from_raw(spec.gid),
-            groups,
-            workdir,
-            workdir_shown: spec.workdir.display().to_string(),
-            stdout,
-            stderr,
-            cpus,
-            script_fd,
-            err_w,
-            cgroup_procs,
-            umask: nix::sys::stat::Mode::from_bits_truncate(spec.umask & 0o777),
-        };
-        Ok((ctx, err_r))
-    }
-
-    fn fail(&self, what: String, e: nix::errno::Errno) -> std::io::Error {
-        let msg = format!("{what}: {}", e.desc());
-        let _ = nix::unistd::write(&self.err_w, msg.as_bytes());
-        std::io::Error::from_raw_os_error(e as i32)
-    }
-
-    fn run(&self) -> std::io::Result<()> {
-        use nix::errno::Errno;
-        if let Some(procs) = &self.cgroup_procs {
-            self.join_cgroup(procs)?;
-        }
-        if let Some(groups) = &self.groups {
-            nix::unistd::setgroups(groups).map_err(|e| self.fail("setgroups".into(), e))?;
-            nix::unistd::setgid(self.gid)
-                .map_err(|e| self.fail(format!("setgid {}", self.gid), e))?;
-            nix::unistd::setuid(self.uid)
-                .map_err(|e| self.fail(format!("setuid {}", self.uid), e))?;
-        }
-        nix::sys::stat::umask(self.umask);
-        nix::unistd::chdir(self.workdir.as_c_str()).map_err(|e| {
-            self.fail(
-                format!(
-                    "cannot enter the working directory {} as uid {}",
-                    self.workdir_shown, self.uid
-                ),
-                e,
-            )
-        })?;
-        self.redirect(&self.stdout, 1)?;
-        match &self.stderr {
-            Some(p) => self.redirect(p, 2)?,
-            // SAFETY: dup2 of an open descriptor onto stderr.
-            None => {
-                if unsafe { libc::dup2(1, 2) } < 0 {
-                    return Err(self.fail("dup2".into(), Errno::last()));
-                }
-            }
-        }
-        if let Some(set) = &self.cpus {
-            // Binding is best effort: it never fails the job.
-            let _ = nix::sched::sched_setaffinity(Pid::from_raw(0), set);
-        }
-        // The interpreter opens the script as /proc/self/fd/N: keep it across exec.
-        // SAFETY: fcntl on a descriptor this process owns.
-        if unsafe { libc::fcntl(self.script_fd, libc::F_SETFD, 0) } < 0 {
-            return Err(self.fail("fcntl".into(), Errno::last()));
-        }
-        Ok(())
-    }
-}
-
-impl ChildSetup {
-    /// Move this process into the job's cgroup (writing "0" to its cgroup.procs).
-    fn join_cgroup(&self, procs: &CString) -> std::io::Result<()> {
-        use nix::errno::Errno;
-        let what = || format!("cannot join the job's cgroup {}", procs.to_string_lossy());
-        // SAFETY: a valid NUL-terminated path.
-        let fd = unsafe { libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(self.fail(what(), Errno::last()));
-        }
-        // SAFETY: fd is open; the buffer is one valid byte.
-        let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
-        let err = Errno::last();
-        // SAFETY: fd is ours and no longer needed.
-        unsafe { libc::close(fd) };
-        if n != 1 {
-            return Err(self.fail(what(), err));
-        }
-        Ok(())
-    }
-
-    /// Create an output file as the user (never through a symlink) onto descriptor `target`.
-    fn redirect(&self, path: &CString, target: i32) -> std::io::Result<()> {
-        use nix::errno::Errno;
-        let flags =
-            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        // SAFETY: a valid NUL-terminated path.
-        let fd = unsafe { libc::open(path.as_ptr(), flags, 0o644 as libc::c_uint) };
-        if fd < 0 {
-            return Err(self.fail(
-                format!(
-                    "cannot create the output file {} in {} as uid {}",
-                    path.to_string_lossy(),
-                    self.workdir_shown,
-                    self.uid
-                ),
-                Errno::last(),
-            ));
-        }
-        // SAFETY: fd is open; dup2 onto a standard descriptor, then close the original.
-        let r = unsafe { libc::dup2(fd, target) };
-        // SAFETY: fd is ours and no longer needed.
-        unsafe { libc::close(fd) };
-        if r < 0 {
-            return Err(self.fail("dup2".into(), Errno::last()));
-        }
-        Ok(())
     }
 }
 
