@@ -115,19 +115,26 @@ pub(crate) fn remove_job_files(run_dir: &Path, job: JobId) {
     }
 }
 
-/// The command line a supervisor of `job` runs with: `<exe> supervise --job <job> --run-dir
-/// <run_dir>`. The run directory tells apart the supervisors of two flexds on one host, whose
-/// job numbers overlap; `None` accepts any run directory.
+/// Does `cmdline` read like a supervisor of `job`? Supervisors are forked by `<exe> supervise
+/// --run-dir <run_dir>` and keep its command line, which does not name the job (the run file's
+/// start time does); supervisors started by earlier flexds ran `<exe> supervise --job <job>
+/// --run-dir <run_dir>`. The run directory tells apart the supervisors of two flexds on one
+/// host, whose job numbers overlap; `None` accepts any run directory.
 fn is_supervisor_cmdline(cmdline: &[u8], job: JobId, run_dir: Option<&Path>) -> bool {
     let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
     let want = job.to_string();
-    args.windows(5).any(|w| {
-        w[0] == b"supervise"
-            && w[1] == b"--job"
-            && w[2] == want.as_bytes()
-            && w[3] == b"--run-dir"
-            && run_dir.is_none_or(|d| w[4] == d.as_os_str().as_bytes())
-    })
+    let dir_ok = |d: &[u8]| run_dir.is_none_or(|r| d == r.as_os_str().as_bytes());
+    let forked = args
+        .windows(3)
+        .any(|w| w[0] == b"supervise" && w[1] == b"--run-dir" && dir_ok(w[2]));
+    forked
+        || args.windows(5).any(|w| {
+            w[0] == b"supervise"
+                && w[1] == b"--job"
+                && w[2] == want.as_bytes()
+                && w[3] == b"--run-dir"
+                && dir_ok(w[4])
+        })
 }
 
 /// What a look at a process found.
@@ -375,6 +382,13 @@ mod tests {
             !is_supervisor_cmdline(c, JobId(12), Some(Path::new("/y/run"))),
             "another flexd's job 12"
         );
+        let forked = b"/usr/bin/flexd\0supervise\0--run-dir\0/x/run\0";
+        assert!(is_supervisor_cmdline(forked, JobId(12), Some(dir)));
+        assert!(!is_supervisor_cmdline(
+            forked,
+            JobId(12),
+            Some(Path::new("/y/run"))
+        ));
         assert!(!is_supervisor_cmdline(
             b"sleep\x0012\0",
             JobId(12),

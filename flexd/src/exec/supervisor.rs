@@ -1,19 +1,24 @@
-//! The supervisor: `flexd supervise --job N --run-dir DIR`, with the [`LaunchSpec`] on stdin.
+//! The supervisors: `flexd supervise --run-dir DIR`, started once by flexd's launcher, reads
+//! [`LaunchSpec`]s as frames on its stdin and forks one supervisor per job, answering each
+//! with the supervisor's pid (or why there is none) on its stdout. Forking this small,
+//! single-threaded process costs a fraction of executing flexd's binary anew for each job.
 //!
-//! 1. Reads the spec, leaves flexd's session (setsid) and forks; the parent prints the
-//!    supervisor's pid for flexd and exits, so the supervisor is re-parented away from flexd.
-//! 2. Starts the job in its own process group, and in its own cgroup where the host allows
-//!    ([`super::cgroup`]; joined before anything else). Only the job's process drops privileges
-//!    (groups, gid, uid), enters the working directory and creates its output files as the
-//!    user (O_NOFOLLOW: no writing through a planted symlink); the supervisor stays privileged
-//!    to write the status file. The script is passed in a memfd, so it is readable by the job
-//!    without lying on disk.
-//! 3. Waits for the job, its time limit (SIGTERM to the group, SIGKILL after the grace) or
+//! 1. The fork leaves flexd's session (setsid): the supervisor is neither flexd's child nor in
+//!    its process group or session, and outlives flexd and this process (which exits when
+//!    flexd closes its stdin). This process ignores SIGCHLD, so its ended supervisors are
+//!    reaped by the kernel and never linger as zombies that look alive.
+//! 2. The supervisor starts the job in its own process group, and in its own cgroup where the
+//!    host allows ([`super::cgroup`], [`super::spawn`]). Only the job's process drops
+//!    privileges (groups, gid, uid), enters the working directory and creates its output files
+//!    as the user (O_NOFOLLOW: no writing through a planted symlink); the supervisor stays
+//!    privileged to write the status file. The script is passed in a memfd, so it is readable
+//!    by the job without lying on disk.
+//! 3. It waits for the job, its time limit (SIGTERM to the group, SIGKILL after the grace) or
 //!    SIGTERM from flexd (cancel: the same), then kills what is left of the group and the
 //!    cgroup, and removes the cgroup.
-//! 4. Writes the status file durably, then tells flexd (if it is up) over its socket.
+//! 4. It writes the status file durably, then tells flexd (if it is up) over its socket.
 //!
-//! It must stay single-threaded until the job is spawned: it forks.
+//! Everything here stays single-threaded: it forks.
 
 use super::cgroup::{self, JobCgroup};
 use super::files::{self, write_atomic, RunFile, StatusFile};
@@ -36,59 +41,67 @@ use std::time::{Duration, Instant};
 /// How long the end of a job waits for its cgroup to empty before removing it.
 const CGROUP_DRAIN: Duration = Duration::from_secs(10);
 
+/// The largest launch spec accepted (a job's script and environment are bounded far below).
+const MAX_SPEC: usize = 1 << 30;
+
 /// The `supervise` subcommand; returns the process exit code.
-pub fn main(job: u64, run_dir: &Path) -> i32 {
-    let mut input = Vec::new();
-    if let Err(e) = std::io::stdin().read_to_end(&mut input) {
-        eprintln!("flexd supervise: job {job}: cannot read the launch spec: {e}");
-        return 2;
-    }
-    let spec: LaunchSpec = match serde_json::from_slice(&input) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("flexd supervise: job {job}: bad launch spec: {e}");
-            return 2;
+pub fn main(run_dir: &Path) -> i32 {
+    // SAFETY: sets a disposition in this single-threaded process.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+    let mut input = std::io::stdin().lock();
+    let mut output = std::io::stdout().lock();
+    loop {
+        let spec: LaunchSpec = match proto::read_frame(&mut input, MAX_SPEC) {
+            Ok(s) => s,
+            Err(proto::FrameError::Closed) => return 0,
+            Err(e) => {
+                eprintln!("flexd supervise: cannot read a launch spec: {e}");
+                return 2;
+            }
+        };
+        let reply: Result<u32, String> = start(&spec, run_dir);
+        if proto::write_frame(&mut output, &reply)
+            .and_then(|()| output.flush().map_err(proto::FrameError::from))
+            .is_err()
+        {
+            return 0;
         }
-    };
-    if spec.job != job {
-        eprintln!(
-            "flexd supervise: launch spec is for job {}, not {job}",
-            spec.job
-        );
-        return 2;
     }
+}
+
+/// Fork the supervisor of `spec`'s job: the pid in this process; the child supervises the job
+/// and exits.
+fn start(spec: &LaunchSpec, run_dir: &Path) -> Result<u32, String> {
     // flexd may cancel the job as soon as it knows the supervisor's pid: hold SIGTERM until
     // the supervisor's handler is in place (the fork inherits the mask).
     let term_only = nix::sys::signal::SigSet::from(Signal::SIGTERM);
-    if let Err(e) = term_only.thread_block() {
-        eprintln!("flexd supervise: job {job}: sigprocmask: {e}");
-        return 2;
+    term_only
+        .thread_block()
+        .map_err(|e| format!("sigprocmask: {e}"))?;
+    // SAFETY: this process is single-threaded.
+    let forked = unsafe { nix::unistd::fork() };
+    if !matches!(forked, Ok(nix::unistd::ForkResult::Child)) {
+        let _ = term_only.thread_unblock();
     }
-    if let Err(e) = nix::unistd::setsid() {
-        eprintln!("flexd supervise: job {job}: setsid: {e}");
-        return 2;
-    }
-    // SAFETY: nothing in this process has started a thread yet.
-    match unsafe { nix::unistd::fork() } {
-        Err(e) => {
-            eprintln!("flexd supervise: job {job}: fork: {e}");
-            2
-        }
-        Ok(nix::unistd::ForkResult::Parent { child }) => {
-            println!("{child}");
-            let _ = std::io::stdout().flush();
-            0
-        }
+    match forked {
+        Err(e) => Err(format!("fork: {e}")),
+        Ok(nix::unistd::ForkResult::Parent { child }) => Ok(child.as_raw() as u32),
         Ok(nix::unistd::ForkResult::Child) => {
+            // SAFETY: restores a disposition in this single-threaded child.
+            unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
+            let _ = nix::unistd::setsid();
             detach_stdio();
-            let status = supervise(&spec, run_dir);
-            let path = status_file(run_dir, JobId(job));
+            let status = supervise(spec, run_dir);
+            let path = status_file(run_dir, JobId(spec.job));
             let body = serde_json::to_vec(&status).expect("status serializes");
-            if write_atomic(&path, &body, true).is_err() {
-                return 3;
-            }
-            let _ = notify(&spec.socket, JobId(job));
-            0
+            let code = if write_atomic(&path, &body, true).is_err() {
+                3
+            } else {
+                let _ = notify(&spec.socket, JobId(spec.job));
+                0
+            };
+            // SAFETY: ends the supervisor without flushing buffers it shares with its parent.
+            unsafe { libc::_exit(code) }
         }
     }
 }
