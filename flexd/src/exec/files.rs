@@ -14,7 +14,6 @@
 //!   both files once the end is committed to the database.
 
 use crate::paths::{run_file, status_file};
-use flex_proto::JobState;
 use gres_plugin::JobId;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -46,20 +45,9 @@ pub struct RunFile {
     pub boot_id: Option<String>,
 }
 
-/// Written by the supervisor when the job ends.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StatusFile {
-    pub job: u64,
-    /// COMPLETED, FAILED, CANCELLED or TIMEOUT.
-    pub state: JobState,
-    pub exit_code: Option<i32>,
-    /// The signal that ended the job's first process.
-    pub signal: Option<i32>,
-    /// Seconds since the epoch.
-    pub end_time: u64,
-    /// Why it failed to start, or what happened at its end.
-    pub note: Option<String>,
-}
+/// Written by the supervisor when the job ends and flexd cannot be told (the same JSON as
+/// the status files of earlier flexds).
+pub use flex_proto::JobEndStatus as StatusFile;
 
 /// Write `bytes` to `path` through a temporary file and a rename; with `durable`, fsync the
 /// file before the rename and the directory after it.
@@ -370,6 +358,7 @@ pub(crate) fn kill_orphaned_group(run: &RunFile) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flex_proto::JobState;
 
     #[test]
     fn supervisor_command_lines_are_recognised() {

@@ -176,6 +176,12 @@ impl Launcher {
             socket: self.socket.clone(),
             umask: row.umask.unwrap_or(0o022) & 0o777,
             warn: row.signal,
+            groups: nix::unistd::geteuid().is_root().then(|| {
+                super::spawn::user_groups(&row.user, row.gid)
+                    .into_iter()
+                    .map(|g| g.as_raw())
+                    .collect()
+            }),
         };
         let pid = self.start_supervisor(forker, &spec)?;
         tracing::info!("job {}: started, supervisor pid {pid}", l.job);

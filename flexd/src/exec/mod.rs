@@ -51,6 +51,10 @@ pub(crate) struct LaunchSpec {
     /// `--signal`: what to send before the time limit, and to whom.
     #[serde(default)]
     pub warn: Option<flex_proto::WarnSignal>,
+    /// The user's groups, looked up by flexd (running as root) so that each supervisor does not
+    /// load the system's name-service modules anew; None: the supervisor looks them up.
+    #[serde(default)]
+    pub groups: Option<Vec<u32>>,
 }
 
 fn default_umask() -> u32 {

@@ -180,6 +180,15 @@ pub(crate) fn spawn_job(spec: &LaunchSpec, cg: Option<&JobCgroup>) -> Result<Job
     Err(msg)
 }
 
+/// The groups of `user` (whose primary group is `gid`) from the system's group database; just
+/// `gid` when it cannot say.
+pub(crate) fn user_groups(user: &str, gid: u32) -> Vec<Gid> {
+    CString::new(user.as_bytes())
+        .ok()
+        .and_then(|u| nix::unistd::getgrouplist(&u, Gid::from_raw(gid)).ok())
+        .unwrap_or_else(|| vec![Gid::from_raw(gid)])
+}
+
 /// The script in a memfd, so the job can read it without it lying on disk.
 fn script_memfd(script: &str) -> Result<OwnedFd, String> {
     let memfd =
@@ -226,11 +235,9 @@ impl ChildSetup {
                 spec.uid
             ));
         }
-        let groups = privileged.then(|| {
-            CString::new(spec.user.as_bytes())
-                .ok()
-                .and_then(|u| nix::unistd::getgrouplist(&u, Gid::from_raw(spec.gid)).ok())
-                .unwrap_or_else(|| vec![Gid::from_raw(spec.gid)])
+        let groups = privileged.then(|| match &spec.groups {
+            Some(g) => g.iter().map(|&g| Gid::from_raw(g)).collect(),
+            None => user_groups(&spec.user, spec.gid),
         });
         let cstr = |p: &[u8], what: &str| {
             CString::new(p).map_err(|_| format!("{what} contains a NUL byte"))

@@ -48,6 +48,8 @@ const MAX_SPEC: usize = 1 << 30;
 pub fn main(run_dir: &Path) -> i32 {
     // SAFETY: sets a disposition in this single-threaded process.
     unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+    // Where jobs' cgroups go, found once for every supervisor forked from here.
+    let cgroups = cgroup::probe().ok();
     let mut input = std::io::stdin().lock();
     let mut output = std::io::stdout().lock();
     loop {
@@ -59,7 +61,7 @@ pub fn main(run_dir: &Path) -> i32 {
                 return 2;
             }
         };
-        let reply: Result<u32, String> = start(&spec, run_dir);
+        let reply: Result<u32, String> = start(&spec, run_dir, cgroups.as_deref());
         if proto::write_frame(&mut output, &reply)
             .and_then(|()| output.flush().map_err(proto::FrameError::from))
             .is_err()
@@ -71,7 +73,7 @@ pub fn main(run_dir: &Path) -> i32 {
 
 /// Fork the supervisor of `spec`'s job: the pid in this process; the child supervises the job
 /// and exits.
-fn start(spec: &LaunchSpec, run_dir: &Path) -> Result<u32, String> {
+fn start(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Path>) -> Result<u32, String> {
     // flexd may cancel the job as soon as it knows the supervisor's pid: hold SIGTERM until
     // the supervisor's handler is in place (the fork inherits the mask).
     let term_only = nix::sys::signal::SigSet::from(Signal::SIGTERM);
@@ -91,19 +93,27 @@ fn start(spec: &LaunchSpec, run_dir: &Path) -> Result<u32, String> {
             unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
             let _ = nix::unistd::setsid();
             detach_stdio();
-            let status = supervise(spec, run_dir);
-            let path = status_file(run_dir, JobId(spec.job));
-            let body = serde_json::to_vec(&status).expect("status serializes");
-            let code = if write_atomic(&path, &body, true).is_err() {
-                3
-            } else {
-                let _ = notify(&spec.socket, JobId(spec.job));
-                0
-            };
+            let status = supervise(spec, run_dir, cgroups);
+            let code = report(spec, run_dir, status);
             // SAFETY: ends the supervisor without flushing buffers it shares with its parent.
             unsafe { libc::_exit(code) }
         }
     }
+}
+
+/// Tell flexd how the job ended; when it cannot be told (down, restarting, no answer), write
+/// the status file durably for it to read, and say so if it is up again. The exit code.
+fn report(spec: &LaunchSpec, run_dir: &Path, status: StatusFile) -> i32 {
+    let job = JobId(spec.job);
+    if notify(&spec.socket, job, Some(status.clone())).is_ok() {
+        return 0;
+    }
+    let body = serde_json::to_vec(&status).expect("status serializes");
+    if write_atomic(&status_file(run_dir, job), &body, true).is_err() {
+        return 3;
+    }
+    let _ = notify(&spec.socket, job, None);
+    0
 }
 
 /// Point stdin, stdout and stderr at /dev/null so flexd's pipes close and nothing follows the
@@ -156,7 +166,7 @@ fn write_run(run_dir: &Path, spec: &LaunchSpec, pgid: Option<i32>, cg: Option<&J
 }
 
 /// Run the job to its end.
-fn supervise(spec: &LaunchSpec, run_dir: &Path) -> StatusFile {
+fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Path>) -> StatusFile {
     let term = Arc::new(AtomicBool::new(false));
     let wake = match UnixStream::pair() {
         Ok(p) => p,
@@ -178,9 +188,14 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path) -> StatusFile {
     }
     let _ = nix::sys::signal::SigSet::from(Signal::SIGTERM).thread_unblock();
     // flexd has said once at its start why jobs have no cgroup when they cannot have one.
-    let cg = cgroup::probe()
-        .ok()
-        .and_then(|base| JobCgroup::create(&base, spec.job, std::process::id()).ok());
+    // The base found at the start, or found again when it has gone since (removed by hand).
+    let me = std::process::id();
+    let cg = cgroups
+        .and_then(|base| JobCgroup::create(base, spec.job, me).ok())
+        .or_else(|| {
+            let base = cgroup::probe().ok()?;
+            JobCgroup::create(&base, spec.job, me).ok()
+        });
     let remove_cg = |cg: Option<&JobCgroup>| {
         if let Some(c) = cg {
             c.kill_and_remove(CGROUP_DRAIN);
@@ -320,8 +335,8 @@ fn watch(
     }
 }
 
-/// Tell flexd the job ended; it reads the status file itself.
-fn notify(socket: &Path, job: JobId) -> Result<(), String> {
+/// Tell flexd the job ended: how, or (None) that its status file says; Ok once flexd answers.
+fn notify(socket: &Path, job: JobId, status: Option<StatusFile>) -> Result<(), String> {
     let mut s = UnixStream::connect(socket).map_err(|e| e.to_string())?;
     let t = Some(Duration::from_secs(10));
     s.set_read_timeout(t).map_err(|e| e.to_string())?;
@@ -340,10 +355,12 @@ fn notify(socket: &Path, job: JobId) -> Result<(), String> {
     }
     proto::write_frame(
         &mut s,
-        &Request::JobEnded(flex_proto::JobEndedRequest { job }),
+        &Request::JobEnded(flex_proto::JobEndedRequest { job, status }),
     )
     .map_err(|e| e.to_string())?;
-    proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    match proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME) {
+        Ok(Response::Pong) => Ok(()),
+        Ok(other) => Err(format!("unexpected answer to JobEnded: {other:?}")),
+        Err(e) => Err(e.to_string()),
+    }
 }
