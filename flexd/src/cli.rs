@@ -36,11 +36,9 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Internal: supervise one job (started by flexd with the job on stdin).
+    /// Internal: fork a supervisor for each job flexd sends on stdin (started once by flexd).
     #[command(hide = true)]
     Supervise {
-        #[arg(long)]
-        job: u64,
         #[arg(long)]
         run_dir: PathBuf,
     },

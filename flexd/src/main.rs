@@ -7,9 +7,9 @@ use flexd::daemon::{self, Options};
 
 fn main() {
     let cli = Cli::parse();
-    if let Some(Command::Supervise { job, run_dir }) = cli.command {
-        // Before anything starts a thread: the supervisor forks.
-        std::process::exit(flexd::exec::supervisor::main(job, &run_dir));
+    if let Some(Command::Supervise { run_dir }) = cli.command {
+        // Before anything starts a thread: it forks.
+        std::process::exit(flexd::exec::supervisor::main(&run_dir));
     }
     let level = match cli.verbose {
         0 => "info",

@@ -177,8 +177,12 @@ fn request(blocker: JobId) -> impl Strategy<Value = Request> {
             ),
         Just(Request::LeafMap),
         Just(Request::Ping),
-        prop_oneof![Just(0u64), Just(u64::MAX), 2u64..50]
-            .prop_map(|j| Request::JobEnded(flex_proto::JobEndedRequest { job: JobId(j) })),
+        prop_oneof![Just(0u64), Just(u64::MAX), 2u64..50].prop_map(|j| Request::JobEnded(
+            flex_proto::JobEndedRequest {
+                job: JobId(j),
+                status: None
+            }
+        )),
         (any::<u64>(), any::<u64>(), ids).prop_map(|(start, end, jobs)| {
             Request::Accounting(AcctQuery {
                 start,

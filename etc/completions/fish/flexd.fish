@@ -32,10 +32,9 @@ complete -c flexd -n "__fish_flexd_needs_command" -l force-topology -d 'Use the 
 complete -c flexd -n "__fish_flexd_needs_command" -s v -l verbose -d 'More log output (-v debug, -vv trace); FLEX_LOG (an env filter) overrides'
 complete -c flexd -n "__fish_flexd_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c flexd -n "__fish_flexd_needs_command" -s V -l version -d 'Print version'
-complete -c flexd -n "__fish_flexd_needs_command" -f -a "supervise" -d 'Internal: supervise one job (started by flexd with the job on stdin)'
+complete -c flexd -n "__fish_flexd_needs_command" -f -a "supervise" -d 'Internal: fork a supervisor for each job flexd sends on stdin (started once by flexd)'
 complete -c flexd -n "__fish_flexd_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c flexd -n "__fish_flexd_using_subcommand supervise" -l job -r
 complete -c flexd -n "__fish_flexd_using_subcommand supervise" -l run-dir -r -F
 complete -c flexd -n "__fish_flexd_using_subcommand supervise" -s h -l help -d 'Print help'
-complete -c flexd -n "__fish_flexd_using_subcommand help; and not __fish_seen_subcommand_from supervise help" -f -a "supervise" -d 'Internal: supervise one job (started by flexd with the job on stdin)'
+complete -c flexd -n "__fish_flexd_using_subcommand help; and not __fish_seen_subcommand_from supervise help" -f -a "supervise" -d 'Internal: fork a supervisor for each job flexd sends on stdin (started once by flexd)'
 complete -c flexd -n "__fish_flexd_using_subcommand help; and not __fish_seen_subcommand_from supervise help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

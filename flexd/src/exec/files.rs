@@ -14,7 +14,6 @@
 //!   both files once the end is committed to the database.
 
 use crate::paths::{run_file, status_file};
-use flex_proto::JobState;
 use gres_plugin::JobId;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -46,24 +45,9 @@ pub struct RunFile {
     pub boot_id: Option<String>,
 }
 
-/// Written by the supervisor when the job ends.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StatusFile {
-    pub job: u64,
-    /// COMPLETED, FAILED, CANCELLED or TIMEOUT.
-    pub state: JobState,
-    pub exit_code: Option<i32>,
-    /// The signal that ended the job's first process.
-    pub signal: Option<i32>,
-    /// Seconds since the epoch.
-    pub end_time: u64,
-    /// Why it failed to start, or what happened at its end.
-    pub note: Option<String>,
-    /// The job's peak resident memory in bytes: its cgroup's memory.peak, else the largest
-    /// of its waited-for processes (getrusage). Older status files have none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_rss: Option<u64>,
-}
+/// Written by the supervisor when the job ends and flexd cannot be told (the same JSON as
+/// the status files of earlier flexds).
+pub use flex_proto::JobEndStatus as StatusFile;
 
 /// Write `bytes` to `path` through a temporary file and a rename; with `durable`, fsync the
 /// file before the rename and the directory after it.
@@ -119,19 +103,26 @@ pub(crate) fn remove_job_files(run_dir: &Path, job: JobId) {
     }
 }
 
-/// The command line a supervisor of `job` runs with: `<exe> supervise --job <job> --run-dir
-/// <run_dir>`. The run directory tells apart the supervisors of two flexds on one host, whose
-/// job numbers overlap; `None` accepts any run directory.
+/// Does `cmdline` read like a supervisor of `job`? Supervisors are forked by `<exe> supervise
+/// --run-dir <run_dir>` and keep its command line, which does not name the job (the run file's
+/// start time does); supervisors started by earlier flexds ran `<exe> supervise --job <job>
+/// --run-dir <run_dir>`. The run directory tells apart the supervisors of two flexds on one
+/// host, whose job numbers overlap; `None` accepts any run directory.
 fn is_supervisor_cmdline(cmdline: &[u8], job: JobId, run_dir: Option<&Path>) -> bool {
     let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
     let want = job.to_string();
-    args.windows(5).any(|w| {
-        w[0] == b"supervise"
-            && w[1] == b"--job"
-            && w[2] == want.as_bytes()
-            && w[3] == b"--run-dir"
-            && run_dir.is_none_or(|d| w[4] == d.as_os_str().as_bytes())
-    })
+    let dir_ok = |d: &[u8]| run_dir.is_none_or(|r| d == r.as_os_str().as_bytes());
+    let forked = args
+        .windows(3)
+        .any(|w| w[0] == b"supervise" && w[1] == b"--run-dir" && dir_ok(w[2]));
+    forked
+        || args.windows(5).any(|w| {
+            w[0] == b"supervise"
+                && w[1] == b"--job"
+                && w[2] == want.as_bytes()
+                && w[3] == b"--run-dir"
+                && dir_ok(w[4])
+        })
 }
 
 /// What a look at a process found.
@@ -367,6 +358,7 @@ pub(crate) fn kill_orphaned_group(run: &RunFile) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use flex_proto::JobState;
 
     #[test]
     fn supervisor_command_lines_are_recognised() {
@@ -379,6 +371,13 @@ mod tests {
             !is_supervisor_cmdline(c, JobId(12), Some(Path::new("/y/run"))),
             "another flexd's job 12"
         );
+        let forked = b"/usr/bin/flexd\0supervise\0--run-dir\0/x/run\0";
+        assert!(is_supervisor_cmdline(forked, JobId(12), Some(dir)));
+        assert!(!is_supervisor_cmdline(
+            forked,
+            JobId(12),
+            Some(Path::new("/y/run"))
+        ));
         assert!(!is_supervisor_cmdline(
             b"sleep\x0012\0",
             JobId(12),

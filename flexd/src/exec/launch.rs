@@ -7,7 +7,7 @@ use crate::config::SrunInJobs;
 use crate::store::{self, StoreError};
 use gres_plugin::env::{job_env, EnvUnit, JobEnvInput, NcclMode};
 use gres_plugin::JobId;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{mpsc, Arc};
@@ -88,7 +88,7 @@ pub(crate) enum LaunchMsg {
 /// Where supervisors come from and report to.
 #[derive(Clone, Debug)]
 pub(crate) struct Launcher {
-    /// flexd's own binary (re-executed as `flexd supervise`).
+    /// flexd's own binary (executed once as `flexd supervise`, which forks the supervisors).
     pub exe: PathBuf,
     pub db: PathBuf,
     pub run_dir: PathBuf,
@@ -106,9 +106,10 @@ impl Launcher {
         let handle = std::thread::Builder::new()
             .name("flexd-launcher".into())
             .spawn(move || {
+                let mut forker = None;
                 for msg in rx {
                     match msg {
-                        LaunchMsg::Launch(l) => match self.launch(&conn, &l) {
+                        LaunchMsg::Launch(l) => match self.launch(&conn, &mut forker, &l) {
                             Ok((pid, port)) => sink.launched(l.job, pid, port),
                             Err(why) => {
                                 tracing::warn!("job {}: cannot start: {why}", l.job);
@@ -126,7 +127,12 @@ impl Launcher {
         Ok(handle)
     }
 
-    fn launch(&self, conn: &rusqlite::Connection, l: &Launch) -> Result<(u32, u16), String> {
+    fn launch(
+        &self,
+        conn: &rusqlite::Connection,
+        forker: &mut Option<Forker>,
+        l: &Launch,
+    ) -> Result<(u32, u16), String> {
         let row = store::launch_row(conn, l.job)
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("job {} is not in the database", l.job))?;
@@ -170,19 +176,53 @@ impl Launcher {
             socket: self.socket.clone(),
             umask: row.umask.unwrap_or(0o022) & 0o777,
             warn: row.signal,
+            groups: nix::unistd::geteuid().is_root().then(|| {
+                super::spawn::user_groups(&row.user, row.gid)
+                    .into_iter()
+                    .map(|g| g.as_raw())
+                    .collect()
+            }),
             append: row.options.append,
         };
-        let pid = self.start_supervisor(&spec)?;
+        let pid = self.start_supervisor(forker, &spec)?;
         tracing::info!("job {}: started, supervisor pid {pid}", l.job);
         Ok((pid, port))
     }
 
-    /// Run `flexd supervise`, hand it the spec on stdin, read the detached supervisor's pid.
-    fn start_supervisor(&self, spec: &LaunchSpec) -> Result<u32, String> {
+    /// Hand the spec to the supervisors' process, which forks the job's supervisor and answers
+    /// its pid. The process is started on first use and again when it has gone (a signal, an
+    /// error), once per launch.
+    fn start_supervisor(
+        &self,
+        forker: &mut Option<Forker>,
+        spec: &LaunchSpec,
+    ) -> Result<u32, String> {
+        for attempt in 0..2 {
+            if forker.is_none() {
+                *forker = Some(self.start_forker()?);
+            }
+            let f = forker.as_mut().expect("started above");
+            match f.ask(spec) {
+                Ok(reply) => return reply,
+                Err(e) => {
+                    tracing::warn!("the supervisors' process failed ({e}); starting it again");
+                    if let Some(mut old) = forker.take() {
+                        let _ = old.child.kill();
+                        let _ = old.child.wait();
+                    }
+                    if attempt == 1 {
+                        return Err(format!("cannot hand the job to a supervisor: {e}"));
+                    }
+                }
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// Start `flexd supervise`, with an empty environment.
+    fn start_forker(&self) -> Result<Forker, String> {
         let mut child = Command::new(&self.exe)
             .arg("supervise")
-            .arg("--job")
-            .arg(spec.job.to_string())
             .arg("--run-dir")
             .arg(&self.run_dir)
             .env_clear()
@@ -191,25 +231,29 @@ impl Launcher {
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| format!("cannot run {} supervise: {e}", self.exe.display()))?;
-        let body = serde_json::to_vec(spec).expect("launch specs serialize");
-        let wrote = child.stdin.take().expect("piped stdin").write_all(&body);
-        let mut out = String::new();
-        let read = child
-            .stdout
-            .take()
-            .expect("piped stdout")
-            .read_to_string(&mut out);
-        let status = child
-            .wait()
-            .map_err(|e| format!("waiting for the supervisor: {e}"))?;
-        if !status.success() {
-            return Err(format!("the supervisor failed to start ({status})"));
-        }
-        wrote.map_err(|e| format!("cannot hand the job to its supervisor: {e}"))?;
-        read.map_err(|e| format!("cannot read the supervisor's pid: {e}"))?;
-        out.trim()
-            .parse()
-            .map_err(|_| format!("the supervisor printed {:?}, not its pid", out.trim()))
+        let input = child.stdin.take().expect("piped stdin");
+        let output = std::io::BufReader::new(child.stdout.take().expect("piped stdout"));
+        Ok(Forker {
+            child,
+            input,
+            output,
+        })
+    }
+}
+
+/// The running `flexd supervise` process and its pipes.
+pub(crate) struct Forker {
+    child: std::process::Child,
+    input: std::process::ChildStdin,
+    output: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Forker {
+    /// Send one spec and read the answer: Err when the process cannot be talked to.
+    fn ask(&mut self, spec: &LaunchSpec) -> Result<Result<u32, String>, flex_proto::FrameError> {
+        flex_proto::write_frame(&mut self.input, spec)?;
+        self.input.flush()?;
+        flex_proto::read_frame(&mut self.output, 1 << 16)
     }
 }
 

@@ -16,6 +16,7 @@ pub(crate) mod array;
 pub(crate) mod cgroup;
 pub mod files;
 pub(crate) mod launch;
+pub(crate) mod spawn;
 pub mod supervisor;
 
 use serde::{Deserialize, Serialize};
@@ -50,6 +51,10 @@ pub(crate) struct LaunchSpec {
     /// `--signal`: what to send before the time limit, and to whom.
     #[serde(default)]
     pub warn: Option<flex_proto::WarnSignal>,
+    /// The user's groups, looked up by flexd (running as root) so that each supervisor does not
+    /// load the system's name-service modules anew; None: the supervisor looks them up.
+    #[serde(default)]
+    pub groups: Option<Vec<u32>>,
     /// `--open-mode=append`: the output files are appended to, not truncated.
     #[serde(default)]
     pub append: bool,

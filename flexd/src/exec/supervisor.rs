@@ -1,36 +1,39 @@
-//! The supervisor: `flexd supervise --job N --run-dir DIR`, with the [`LaunchSpec`] on stdin.
+//! The supervisors: `flexd supervise --run-dir DIR`, started once by flexd's launcher, reads
+//! [`LaunchSpec`]s as frames on its stdin and forks one supervisor per job, answering each
+//! with the supervisor's pid (or why there is none) on its stdout. Forking this small,
+//! single-threaded process costs a fraction of executing flexd's binary anew for each job.
 //!
-//! 1. Reads the spec, leaves flexd's session (setsid) and forks; the parent prints the
-//!    supervisor's pid for flexd and exits, so the supervisor is re-parented away from flexd.
-//! 2. Starts the job in its own process group, and in its own cgroup where the host allows
-//!    ([`super::cgroup`]; joined before anything else). Only the job's process drops privileges
-//!    (groups, gid, uid), enters the working directory and creates its output files as the
-//!    user (O_NOFOLLOW: no writing through a planted symlink); the supervisor stays privileged
-//!    to write the status file. The script is passed in a memfd, so it is readable by the job
-//!    without lying on disk.
-//! 3. Waits for the job, its time limit (SIGTERM to the group, SIGKILL after the grace) or
+//! 1. The fork leaves flexd's session (setsid): the supervisor is neither flexd's child nor in
+//!    its process group or session, and outlives flexd and this process (which exits when
+//!    flexd closes its stdin). This process ignores SIGCHLD, so its ended supervisors are
+//!    reaped by the kernel and never linger as zombies that look alive.
+//! 2. The supervisor starts the job in its own process group, and in its own cgroup where the
+//!    host allows ([`super::cgroup`], [`super::spawn`]). Only the job's process drops
+//!    privileges (groups, gid, uid), enters the working directory and creates its output files
+//!    as the user (O_NOFOLLOW: no writing through a planted symlink); the supervisor stays
+//!    privileged to write the status file. The script is passed in a memfd, so it is readable
+//!    by the job without lying on disk.
+//! 3. It waits for the job, its time limit (SIGTERM to the group, SIGKILL after the grace) or
 //!    SIGTERM from flexd (cancel: the same), then kills what is left of the group and the
 //!    cgroup, and removes the cgroup.
-//! 4. Writes the status file durably, then tells flexd (if it is up) over its socket.
+//! 4. It writes the status file durably, then tells flexd (if it is up) over its socket.
 //!
-//! It must stay single-threaded until the job is spawned: it forks.
+//! Everything here stays single-threaded: it forks.
 
 use super::cgroup::{self, JobCgroup};
 use super::files::{self, write_atomic, RunFile, StatusFile};
-use super::{interpreter, LaunchSpec};
+use super::spawn::{spawn_job, JobProcess};
+use super::LaunchSpec;
 use crate::paths::{run_file, status_file};
 use flex_proto::{self as proto, Hello, JobState, Request, Response};
 use gres_plugin::JobId;
 use nix::sys::signal::{killpg, Signal};
-use nix::unistd::{Gid, Pid, Uid};
-use std::ffi::CString;
+use nix::unistd::Pid;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,61 +41,79 @@ use std::time::{Duration, Instant};
 /// How long the end of a job waits for its cgroup to empty before removing it.
 const CGROUP_DRAIN: Duration = Duration::from_secs(10);
 
+/// The largest launch spec accepted (a job's script and environment are bounded far below).
+const MAX_SPEC: usize = 1 << 30;
+
 /// The `supervise` subcommand; returns the process exit code.
-pub fn main(job: u64, run_dir: &Path) -> i32 {
-    let mut input = Vec::new();
-    if let Err(e) = std::io::stdin().read_to_end(&mut input) {
-        eprintln!("flexd supervise: job {job}: cannot read the launch spec: {e}");
-        return 2;
-    }
-    let spec: LaunchSpec = match serde_json::from_slice(&input) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("flexd supervise: job {job}: bad launch spec: {e}");
-            return 2;
+pub fn main(run_dir: &Path) -> i32 {
+    // SAFETY: sets a disposition in this single-threaded process.
+    unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+    // Where jobs' cgroups go, found once for every supervisor forked from here.
+    let cgroups = cgroup::probe().ok();
+    let mut input = std::io::stdin().lock();
+    let mut output = std::io::stdout().lock();
+    loop {
+        let spec: LaunchSpec = match proto::read_frame(&mut input, MAX_SPEC) {
+            Ok(s) => s,
+            Err(proto::FrameError::Closed) => return 0,
+            Err(e) => {
+                eprintln!("flexd supervise: cannot read a launch spec: {e}");
+                return 2;
+            }
+        };
+        let reply: Result<u32, String> = start(&spec, run_dir, cgroups.as_deref());
+        if proto::write_frame(&mut output, &reply)
+            .and_then(|()| output.flush().map_err(proto::FrameError::from))
+            .is_err()
+        {
+            return 0;
         }
-    };
-    if spec.job != job {
-        eprintln!(
-            "flexd supervise: launch spec is for job {}, not {job}",
-            spec.job
-        );
-        return 2;
     }
+}
+
+/// Fork the supervisor of `spec`'s job: the pid in this process; the child supervises the job
+/// and exits.
+fn start(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Path>) -> Result<u32, String> {
     // flexd may cancel the job as soon as it knows the supervisor's pid: hold SIGTERM until
     // the supervisor's handler is in place (the fork inherits the mask).
     let term_only = nix::sys::signal::SigSet::from(Signal::SIGTERM);
-    if let Err(e) = term_only.thread_block() {
-        eprintln!("flexd supervise: job {job}: sigprocmask: {e}");
-        return 2;
+    term_only
+        .thread_block()
+        .map_err(|e| format!("sigprocmask: {e}"))?;
+    // SAFETY: this process is single-threaded.
+    let forked = unsafe { nix::unistd::fork() };
+    if !matches!(forked, Ok(nix::unistd::ForkResult::Child)) {
+        let _ = term_only.thread_unblock();
     }
-    if let Err(e) = nix::unistd::setsid() {
-        eprintln!("flexd supervise: job {job}: setsid: {e}");
-        return 2;
-    }
-    // SAFETY: nothing in this process has started a thread yet.
-    match unsafe { nix::unistd::fork() } {
-        Err(e) => {
-            eprintln!("flexd supervise: job {job}: fork: {e}");
-            2
-        }
-        Ok(nix::unistd::ForkResult::Parent { child }) => {
-            println!("{child}");
-            let _ = std::io::stdout().flush();
-            0
-        }
+    match forked {
+        Err(e) => Err(format!("fork: {e}")),
+        Ok(nix::unistd::ForkResult::Parent { child }) => Ok(child.as_raw() as u32),
         Ok(nix::unistd::ForkResult::Child) => {
+            // SAFETY: restores a disposition in this single-threaded child.
+            unsafe { libc::signal(libc::SIGCHLD, libc::SIG_DFL) };
+            let _ = nix::unistd::setsid();
             detach_stdio();
-            let status = supervise(&spec, run_dir);
-            let path = status_file(run_dir, JobId(job));
-            let body = serde_json::to_vec(&status).expect("status serializes");
-            if write_atomic(&path, &body, true).is_err() {
-                return 3;
-            }
-            let _ = notify(&spec.socket, JobId(job));
-            0
+            let status = supervise(spec, run_dir, cgroups);
+            let code = report(spec, run_dir, status);
+            // SAFETY: ends the supervisor without flushing buffers it shares with its parent.
+            unsafe { libc::_exit(code) }
         }
     }
+}
+
+/// Tell flexd how the job ended; when it cannot be told (down, restarting, no answer), write
+/// the status file durably for it to read, and say so if it is up again. The exit code.
+fn report(spec: &LaunchSpec, run_dir: &Path, status: StatusFile) -> i32 {
+    let job = JobId(spec.job);
+    if notify(&spec.socket, job, Some(status.clone())).is_ok() {
+        return 0;
+    }
+    let body = serde_json::to_vec(&status).expect("status serializes");
+    if write_atomic(&status_file(run_dir, job), &body, true).is_err() {
+        return 3;
+    }
+    let _ = notify(&spec.socket, job, None);
+    0
 }
 
 /// Point stdin, stdout and stderr at /dev/null so flexd's pipes close and nothing follows the
@@ -146,7 +167,7 @@ fn write_run(run_dir: &Path, spec: &LaunchSpec, pgid: Option<i32>, cg: Option<&J
 }
 
 /// Run the job to its end.
-fn supervise(spec: &LaunchSpec, run_dir: &Path) -> StatusFile {
+fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Path>) -> StatusFile {
     let term = Arc::new(AtomicBool::new(false));
     let wake = match UnixStream::pair() {
         Ok(p) => p,
@@ -168,9 +189,14 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path) -> StatusFile {
     }
     let _ = nix::sys::signal::SigSet::from(Signal::SIGTERM).thread_unblock();
     // flexd has said once at its start why jobs have no cgroup when they cannot have one.
-    let cg = cgroup::probe()
-        .ok()
-        .and_then(|base| JobCgroup::create(&base, spec.job, std::process::id()).ok());
+    // The base found at the start, or found again when it has gone since (removed by hand).
+    let me = std::process::id();
+    let cg = cgroups
+        .and_then(|base| JobCgroup::create(base, spec.job, me).ok())
+        .or_else(|| {
+            let base = cgroup::probe().ok()?;
+            JobCgroup::create(&base, spec.job, me).ok()
+        });
     let remove_cg = |cg: Option<&JobCgroup>| {
         if let Some(c) = cg {
             c.kill_and_remove(CGROUP_DRAIN);
@@ -251,7 +277,7 @@ fn warn_job(w: &flex_proto::WarnSignal, group: Pid) {
 /// Wait for the job; returns CANCELLED or TIMEOUT when the supervisor ended it.
 fn watch(
     spec: &LaunchSpec,
-    child: &mut Child,
+    child: &mut JobProcess,
     cg: Option<&JobCgroup>,
     term: &AtomicBool,
     wake: &UnixStream,
@@ -325,247 +351,8 @@ fn watch(
     }
 }
 
-/// Start the job's first process: the script's interpreter on a memfd copy of the script, in a
-/// new process group, as the user.
-fn spawn_job(spec: &LaunchSpec, cg: Option<&JobCgroup>) -> Result<Child, String> {
-    let memfd = script_memfd(&spec.script)?;
-    let script_fd = memfd.as_raw_fd();
-    let (prog, arg) = interpreter(&spec.script);
-    let mut cmd = Command::new(&prog);
-    cmd.args(arg)
-        .arg(format!("/proc/self/fd/{script_fd}"))
-        .args(&spec.args)
-        .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .process_group(0);
-    let (ctx, err_r) = ChildSetup::prepare(spec, cg, script_fd)?;
-    // SAFETY: the closure runs in the forked child of this single-threaded process; it only
-    // makes system calls and formats an error message before exec.
-    unsafe {
-        cmd.pre_exec(move || ctx.run());
-    }
-    let spawned = cmd.spawn();
-    // Drops this process's copy of the error pipe's write end (the closure holds it), so
-    // reading the pipe ends once the child's copy closes.
-    drop(cmd);
-    match spawned {
-        Ok(child) => {
-            drop(memfd);
-            Ok(child)
-        }
-        Err(e) => {
-            let mut msg = String::new();
-            let _ = std::fs::File::from(err_r).read_to_string(&mut msg);
-            if msg.is_empty() {
-                msg = format!("cannot run {prog}: {e}");
-            }
-            Err(msg)
-        }
-    }
-}
-
-/// The script in a memfd, so the job can read it without it lying on disk.
-fn script_memfd(script: &str) -> Result<OwnedFd, String> {
-    let memfd =
-        nix::sys::memfd::memfd_create(c"flex-job-script", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
-            .map_err(|e| format!("memfd_create: {e}"))?;
-    std::fs::File::from(memfd.try_clone().map_err(|e| format!("memfd: {e}"))?)
-        .write_all(script.as_bytes())
-        .map_err(|e| format!("cannot write the script to a memfd: {e}"))?;
-    Ok(memfd)
-}
-
-/// What the job's process does between fork and exec.
-struct ChildSetup {
-    uid: Uid,
-    gid: Gid,
-    /// Set when the supervisor is root: drop to these groups, gid and uid.
-    groups: Option<Vec<Gid>>,
-    workdir: CString,
-    workdir_shown: String,
-    stdout: CString,
-    stderr: Option<CString>,
-    cpus: Option<nix::sched::CpuSet>,
-    script_fd: i32,
-    err_w: OwnedFd,
-    /// The job's cgroup.procs: joined first, while still privileged.
-    cgroup_procs: Option<CString>,
-    /// The submitter's umask, set before the output files are created.
-    umask: nix::sys::stat::Mode,
-    /// `--open-mode=append`: O_APPEND instead of O_TRUNC.
-    append: bool,
-}
-
-impl ChildSetup {
-    /// Everything the child needs, made before the fork (the child may only make system
-    /// calls); returns it with the read end of the pipe the child reports a failure on.
-    fn prepare(
-        spec: &LaunchSpec,
-        cg: Option<&JobCgroup>,
-        script_fd: i32,
-    ) -> Result<(ChildSetup, OwnedFd), String> {
-        let privileged = nix::unistd::geteuid().is_root();
-        if !privileged && spec.uid != nix::unistd::geteuid().as_raw() {
-            return Err(format!(
-                "flexd runs as uid {} and cannot run a job as uid {}",
-                nix::unistd::geteuid(),
-                spec.uid
-            ));
-        }
-        let groups = privileged.then(|| {
-            CString::new(spec.user.as_bytes())
-                .ok()
-                .and_then(|u| nix::unistd::getgrouplist(&u, Gid::from_raw(spec.gid)).ok())
-                .unwrap_or_else(|| vec![Gid::from_raw(spec.gid)])
-        });
-        let cstr = |p: &[u8], what: &str| {
-            CString::new(p).map_err(|_| format!("{what} contains a NUL byte"))
-        };
-        let workdir = cstr(spec.workdir.as_os_str().as_bytes(), "the working directory")?;
-        let stdout = cstr(spec.stdout.as_bytes(), "the output path")?;
-        let stderr = spec
-            .stderr
-            .as_ref()
-            .map(|p| cstr(p.as_bytes(), "the error path"))
-            .transpose()?;
-        let cgroup_procs = cg
-            .map(|c| cstr(c.procs_file().as_os_str().as_bytes(), "the cgroup path"))
-            .transpose()?;
-        let cpus = (!spec.cpus.is_empty()).then(|| {
-            let mut set = nix::sched::CpuSet::new();
-            for &c in &spec.cpus {
-                let _ = set.set(c as usize);
-            }
-            set
-        });
-        let (err_r, err_w) =
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
-        let ctx = ChildSetup {
-            uid: Uid::from_raw(spec.uid),
-            gid: Gid::from_raw(spec.gid),
-            groups,
-            workdir,
-            workdir_shown: spec.workdir.display().to_string(),
-            stdout,
-            stderr,
-            cpus,
-            script_fd,
-            err_w,
-            cgroup_procs,
-            umask: nix::sys::stat::Mode::from_bits_truncate(spec.umask & 0o777),
-            append: spec.append,
-        };
-        Ok((ctx, err_r))
-    }
-
-    fn fail(&self, what: String, e: nix::errno::Errno) -> std::io::Error {
-        let msg = format!("{what}: {}", e.desc());
-        let _ = nix::unistd::write(&self.err_w, msg.as_bytes());
-        std::io::Error::from_raw_os_error(e as i32)
-    }
-
-    fn run(&self) -> std::io::Result<()> {
-        use nix::errno::Errno;
-        if let Some(procs) = &self.cgroup_procs {
-            self.join_cgroup(procs)?;
-        }
-        if let Some(groups) = &self.groups {
-            nix::unistd::setgroups(groups).map_err(|e| self.fail("setgroups".into(), e))?;
-            nix::unistd::setgid(self.gid)
-                .map_err(|e| self.fail(format!("setgid {}", self.gid), e))?;
-            nix::unistd::setuid(self.uid)
-                .map_err(|e| self.fail(format!("setuid {}", self.uid), e))?;
-        }
-        nix::sys::stat::umask(self.umask);
-        nix::unistd::chdir(self.workdir.as_c_str()).map_err(|e| {
-            self.fail(
-                format!(
-                    "cannot enter the working directory {} as uid {}",
-                    self.workdir_shown, self.uid
-                ),
-                e,
-            )
-        })?;
-        self.redirect(&self.stdout, 1)?;
-        match &self.stderr {
-            Some(p) => self.redirect(p, 2)?,
-            // SAFETY: dup2 of an open descriptor onto stderr.
-            None => {
-                if unsafe { libc::dup2(1, 2) } < 0 {
-                    return Err(self.fail("dup2".into(), Errno::last()));
-                }
-            }
-        }
-        if let Some(set) = &self.cpus {
-            // Binding is best effort: it never fails the job.
-            let _ = nix::sched::sched_setaffinity(Pid::from_raw(0), set);
-        }
-        // The interpreter opens the script as /proc/self/fd/N: keep it across exec.
-        // SAFETY: fcntl on a descriptor this process owns.
-        if unsafe { libc::fcntl(self.script_fd, libc::F_SETFD, 0) } < 0 {
-            return Err(self.fail("fcntl".into(), Errno::last()));
-        }
-        Ok(())
-    }
-}
-
-impl ChildSetup {
-    /// Move this process into the job's cgroup (writing "0" to its cgroup.procs).
-    fn join_cgroup(&self, procs: &CString) -> std::io::Result<()> {
-        use nix::errno::Errno;
-        let what = || format!("cannot join the job's cgroup {}", procs.to_string_lossy());
-        // SAFETY: a valid NUL-terminated path.
-        let fd = unsafe { libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(self.fail(what(), Errno::last()));
-        }
-        // SAFETY: fd is open; the buffer is one valid byte.
-        let n = unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) };
-        let err = Errno::last();
-        // SAFETY: fd is ours and no longer needed.
-        unsafe { libc::close(fd) };
-        if n != 1 {
-            return Err(self.fail(what(), err));
-        }
-        Ok(())
-    }
-
-    /// Create an output file as the user (never through a symlink) onto descriptor `target`.
-    fn redirect(&self, path: &CString, target: i32) -> std::io::Result<()> {
-        use nix::errno::Errno;
-        let mode = if self.append {
-            libc::O_APPEND
-        } else {
-            libc::O_TRUNC
-        };
-        let flags = libc::O_WRONLY | libc::O_CREAT | mode | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        // SAFETY: a valid NUL-terminated path.
-        let fd = unsafe { libc::open(path.as_ptr(), flags, 0o644 as libc::c_uint) };
-        if fd < 0 {
-            return Err(self.fail(
-                format!(
-                    "cannot create the output file {} in {} as uid {}",
-                    path.to_string_lossy(),
-                    self.workdir_shown,
-                    self.uid
-                ),
-                Errno::last(),
-            ));
-        }
-        // SAFETY: fd is open; dup2 onto a standard descriptor, then close the original.
-        let r = unsafe { libc::dup2(fd, target) };
-        // SAFETY: fd is ours and no longer needed.
-        unsafe { libc::close(fd) };
-        if r < 0 {
-            return Err(self.fail("dup2".into(), Errno::last()));
-        }
-        Ok(())
-    }
-}
-
-/// Tell flexd the job ended; it reads the status file itself.
-fn notify(socket: &Path, job: JobId) -> Result<(), String> {
+/// Tell flexd the job ended: how, or (None) that its status file says; Ok once flexd answers.
+fn notify(socket: &Path, job: JobId, status: Option<StatusFile>) -> Result<(), String> {
     let mut s = UnixStream::connect(socket).map_err(|e| e.to_string())?;
     let t = Some(Duration::from_secs(10));
     s.set_read_timeout(t).map_err(|e| e.to_string())?;
@@ -584,10 +371,12 @@ fn notify(socket: &Path, job: JobId) -> Result<(), String> {
     }
     proto::write_frame(
         &mut s,
-        &Request::JobEnded(flex_proto::JobEndedRequest { job }),
+        &Request::JobEnded(flex_proto::JobEndedRequest { job, status }),
     )
     .map_err(|e| e.to_string())?;
-    proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    match proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME) {
+        Ok(Response::Pong) => Ok(()),
+        Ok(other) => Err(format!("unexpected answer to JobEnded: {other:?}")),
+        Err(e) => Err(e.to_string()),
+    }
 }

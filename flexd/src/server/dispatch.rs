@@ -23,8 +23,8 @@ pub(crate) async fn dispatch(shared: &Shared, peer: &Peer, req: Request) -> Resp
         }
         Request::LeafMap => shared.with_core(|c| leaf_map::leaf_map(&c.state)),
         Request::Ping => Response::Pong,
-        Request::JobEnded(flex_proto::JobEndedRequest { job }) => {
-            job_ended::reported(shared, peer, job)
+        Request::JobEnded(flex_proto::JobEndedRequest { job, status }) => {
+            job_ended::reported(shared, peer, job, status).await
         }
         Request::Accounting(q) => accounting::answer(shared, peer, q, now).await,
         Request::Priority(q) => {

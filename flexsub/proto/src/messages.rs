@@ -56,9 +56,9 @@ pub enum Request {
     /// Every leaf of every host and the job holding it.
     LeafMap,
     Ping,
-    /// Internal, from a job's supervisor: the job ended and its status file is written. flexd
-    /// reads the outcome from that file, never from the frame; only root or flexd's own user
-    /// may send it. Answered with [`Response::Pong`].
+    /// Internal, from a job's supervisor: the job ended, with its outcome in the frame
+    /// (answered once the end is committed), or in its status file when the frame has none.
+    /// Only root or flexd's own user may send it. Answered with [`Response::Pong`].
     JobEnded(JobEndedRequest),
     /// Accounting records from the database (flexacct, flexreport); answered with
     /// [`Response::Accounting`]. Users other than root see only their own jobs.
@@ -179,10 +179,35 @@ pub struct CancelRequest {
     pub tasks: Vec<JobRef>,
 }
 
-/// From a job's supervisor: the job ended and its status file is written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// From a job's supervisor: the job ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobEndedRequest {
     pub job: JobId,
+    /// How it ended. None: read the job's status file (what supervisors of earlier flexds
+    /// and a supervisor that could not reach flexd at first do).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<JobEndStatus>,
+}
+
+/// How a job ended, as its supervisor saw it: sent to flexd, or written to the job's status
+/// file when flexd cannot be told.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobEndStatus {
+    pub job: u64,
+    /// COMPLETED, FAILED, CANCELLED or TIMEOUT.
+    pub state: JobState,
+    pub exit_code: Option<i32>,
+    /// The signal that ended the job's first process.
+    pub signal: Option<i32>,
+    /// Seconds since the epoch.
+    pub end_time: u64,
+    /// Why it failed to start, or what happened at its end.
+    pub note: Option<String>,
+    /// The job's peak resident memory in bytes (flexacct's MaxRSS): its cgroup's memory.peak,
+    /// else the largest of the processes its supervisor waited for. Older supervisors send
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rss: Option<u64>,
 }
 
 /// Which jobs accounting reports: those whose [eligible, end (now while not ended)] overlaps

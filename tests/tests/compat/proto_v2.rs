@@ -287,6 +287,7 @@ pub fn samples() -> Vec<Msg> {
         Msg::Request(Request::Ping),
         Msg::Request(Request::JobEnded(flex_proto::JobEndedRequest {
             job: JobId(41),
+            status: None,
         })),
         Msg::Request(Request::Control(flex_proto::ControlRequest {
             action: flex_proto::ControlAction::Update(vec![("TimeLimit".into(), "600".into())]),

@@ -1,5 +1,7 @@
-//! JobEnded, from a job's supervisor: the job ended and its status file is written. The
-//! outcome comes from that file, never from the frame; only root or flexd's own user may send it.
+//! JobEnded, from a job's supervisor: the job ended. The outcome comes in the frame, and the
+//! answer waits until the end is committed (the supervisor writes no status file once it has
+//! one); a frame without it points at the job's status file. Only root or flexd's own user may
+//! send it.
 
 use super::{err, Peer};
 use crate::exec::files::{self, StatusFile};
@@ -8,10 +10,20 @@ use crate::state::{Outcome, State};
 use flex_proto::{ErrorKind, JobState, Response};
 use gres_plugin::JobId;
 
-/// Read the job's status file and record its end.
-pub(crate) fn reported(shared: &Shared, peer: &Peer, job: JobId) -> Response {
-    let status = files::read_status(&shared.run_dir, job);
-    let had_status = matches!(status, Ok(Some(_)));
+/// Record the job's end, from `sent` or else its status file; answer once it is committed.
+pub(crate) async fn reported(
+    shared: &Shared,
+    peer: &Peer,
+    job: JobId,
+    sent: Option<StatusFile>,
+) -> Response {
+    let from_frame = sent.is_some();
+    let status = match sent {
+        Some(s) if s.job != job.0 => Err(format!("a status for job {} sent as job {job}", s.job)),
+        Some(s) => Ok(Some(s)),
+        None => files::read_status(&shared.run_dir, job),
+    };
+    let had_status = matches!(status, Ok(Some(_))) && !from_frame;
     let max_rss = status.as_ref().ok().and_then(|s| s.as_ref()?.max_rss);
     let (r, stale) = shared.with_core(|c| {
         let was_running = c
@@ -30,6 +42,9 @@ pub(crate) fn reported(shared: &Shared, peer: &Peer, job: JobId) -> Response {
     if let (Some(bytes), Response::Pong) = (max_rss, &r) {
         let op = crate::store::writer::Op::MaxRss { job, bytes };
         shared.writer.send(op, crate::store::writer::Done::Nothing);
+    }
+    if from_frame && r == Response::Pong {
+        shared.barrier().await;
     }
     r
 }
