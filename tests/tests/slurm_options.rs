@@ -139,6 +139,21 @@ fn begin_exclusive_and_open_mode() {
     let leaves = std::fs::read_to_string(dir.join("whole.txt")).unwrap();
     assert_eq!(leaves.trim(), "14");
 
+    // A GPU by its model: one A100's worth (7 slices of leaves), whatever the profiles.
+    let a100 = submit(
+        &d,
+        &dir,
+        "a100.sh",
+        "#!/bin/sh\n#SBATCH --gpus-per-node=a100:1\necho $FLEX_LEAVES > a100.txt\n",
+        &[],
+    );
+    let v = d.wait_finished(a100);
+    assert_eq!(v.state, JobState::Completed, "{v:?}\n{}", d.log());
+    assert_eq!(
+        (v.request.gpus, v.request.leaf_type.as_deref()),
+        (Some(1.0), None)
+    );
+
     // --open-mode: append keeps what the file held, truncate (the default) does not.
     for (mode, kept) in [("append", true), ("truncate", false)] {
         let out = dir.join(format!("{mode}.log"));

@@ -66,14 +66,14 @@ pub const SLURM_OPTIONS: &[OptSpec] = &[
         Key::GpusPerNode,
         "gpus-per-node",
         None,
-        Some("N"),
-        "GPUs on the one node: as --gpus N",
+        Some("[TYPE:]N"),
+        "GPUs on the one node: as --gpus N (TYPE: a MIG profile or the host's GPU model)",
     ),
     opt(
         Key::GpusPerTask,
         "gpus-per-task",
         None,
-        Some("N"),
+        Some("[TYPE:]N"),
         "GPUs per task: as --gpus N x ntasks (ntasks from -n, --ntasks-per-node, else 1)",
     ),
     opt(
@@ -277,8 +277,23 @@ pub(super) fn apply(s: &mut Settings, spec: &OptSpec, v: &str) -> Result<Option<
         }
         Key::Ntasks => s.ntasks = Some(count("task count")?),
         Key::NtasksPerNode => s.ntasks_per_node = Some(count("task count")?),
-        Key::GpusPerNode => s.gpus = Some(f64::from(count("GPU count")?)),
-        Key::GpusPerTask => s.gpus_per_task = Some(count("GPU count")?),
+        Key::GpusPerNode | Key::GpusPerTask => {
+            // `[TYPE:]N`: TYPE a MIG profile, or a GPU model (see `--gres`).
+            let (kind, n) = match v.rsplit_once(':') {
+                Some((t, n)) if !t.trim().is_empty() => (Some(t.trim().to_string()), n),
+                Some(_) => return Err(format!("invalid GPU count {v:?}: expected [TYPE:]N")),
+                None => (None, v),
+            };
+            let n = units::parse_count("GPU count", n).map_err(|e| e.to_string())?;
+            if spec.key == Key::GpusPerNode {
+                s.gpus = Some(f64::from(n));
+            } else {
+                s.gpus_per_task = Some(n);
+            }
+            if kind.is_some() {
+                s.leaf_type = kind;
+            }
+        }
         Key::CpusPerGpu => s.cpus_per_gpu = Some(count("cores per GPU")?),
         Key::Comment => s.options.comment = Some(super::non_empty("comment", v)?),
         Key::Begin => s.queue.begin = Some(parse_begin(v, &crate::when::local_now())?),

@@ -147,8 +147,17 @@ fn cores_follow_tasks_and_gpus_follow_nodes_and_tasks() {
     assert_eq!(req(&[("gpus-per-task", "1")]).gpus, Some(1.0));
     let r = req(&[("ntasks-per-node", "4"), ("gpus-per-task", "1")]);
     assert_eq!(r.gpus, Some(4.0));
+    let r = req(&[("gpus-per-node", "a100:2")]);
+    assert_eq!((r.gpus, r.leaf_type.as_deref()), (Some(2.0), Some("a100")));
+    let r = req(&[("ntasks", "2"), ("gpus-per-task", "1g.10gb:1")]);
+    assert_eq!(
+        (r.gpus, r.leaf_type.as_deref()),
+        (Some(2.0), Some("1g.10gb"))
+    );
     let mut s = Settings::default();
     assert!(set(&mut s, "gpus-per-node", "0.5").is_err());
+    assert!(set(&mut s, "gpus-per-node", ":2").is_err());
+    assert!(set(&mut s, "gpus-per-task", "a100:0").is_err());
     assert!(set(&mut s, "cpus-per-gpu", "0").is_err());
 }
 
