@@ -161,8 +161,15 @@ pub fn apply_directives(
         for (spec, value, shown) in written {
             let applied = if prefix == "#SBATCH" && spec.key == Key::Mem {
                 // Slurm's --mem is host memory, which Flex does not allocate: an existing
-                // script must not turn its RAM request into GPU leaves.
-                Settings::default().apply(spec, value.as_deref()).map(|_| {
+                // script must not turn its RAM request into GPU leaves. `--mem=0` is Slurm's
+                // "all of the node's memory".
+                let all = value.as_deref().map(str::trim) == Some("0");
+                let checked = if all {
+                    Ok(None)
+                } else {
+                    Settings::default().apply(spec, value.as_deref())
+                };
+                checked.map(|_| {
                     Some("--mem is host memory in Slurm and is ignored; ask for GPU memory with #FLEX --mem".to_string())
                 })
             } else {
@@ -276,6 +283,15 @@ mod tests {
             w[1].starts_with("job.sh:8: #SBATCH -p gpu: --partition is ignored"),
             "{w:?}"
         );
+    }
+
+    #[test]
+    fn sbatch_mem_0_is_all_of_the_hosts_memory_and_ignored() {
+        let (s, w) = read("#!/bin/sh\n#SBATCH --mem=0 --mem-per-cpu=0\n").unwrap();
+        assert_eq!(s.mem_bytes, None);
+        assert_eq!(w.len(), 2, "{w:?}");
+        let e = read("#!/bin/sh\n#FLEX --mem=0\n").unwrap_err();
+        assert!(e.contains("must be more than 0"), "{e}");
     }
 
     #[test]

@@ -338,7 +338,8 @@ pub(super) fn apply(s: &mut Settings, spec: &OptSpec, v: &str) -> Result<Option<
             // Ignored, but a count or size must still be one (sbatch refuses `--mincpus=abc`).
             match spec.value {
                 Some("N") => drop(count("count")?),
-                Some("SIZE") => {
+                // 0 is Slurm's "all of it".
+                Some("SIZE") if v.trim() != "0" => {
                     units::parse_size(v, SizeUnit::Mebibytes).map_err(|e| e.to_string())?;
                 }
                 _ => {}
