@@ -44,6 +44,13 @@ complete -c flexsub -l threads-per-core -d 'Accepted and ignored: cores come fro
 complete -c flexsub -l sockets-per-node -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
 complete -c flexsub -l cores-per-socket -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
 complete -c flexsub -l hint -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
+complete -c flexsub -l ntasks-per-core -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
+complete -c flexsub -l ntasks-per-socket -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
+complete -c flexsub -l ntasks-per-gpu -d 'Accepted and ignored: flexrun starts one rank per leaf' -r
+complete -c flexsub -l mem-bind -d 'Accepted and ignored: host memory, which Flex does not allocate' -r
+complete -c flexsub -l cpu-freq -d 'Accepted and ignored: Flex does not set clock frequencies' -r
+complete -c flexsub -l gpu-freq -d 'Accepted and ignored: Flex does not set clock frequencies' -r
+complete -c flexsub -l kill-on-invalid-dep -d 'Accepted and ignored: flexd.toml\'s kill_invalid_depend decides' -r
 complete -c flexsub -l gres-flags -d 'Accepted and ignored: each leaf\'s cores are on its GPU\'s NUMA node already' -r
 complete -c flexsub -l gpu-bind -d 'Accepted and ignored: flexrun gives each rank its own leaf as CUDA device 0' -r
 complete -c flexsub -s m -l distribution -d 'Accepted and ignored: flexrun starts one rank per leaf' -r
@@ -68,6 +75,8 @@ complete -c flexsub -l infer -d '--model only runs inference (KV cache)'
 complete -c flexsub -s H -l hold -d 'Submit held (JobHeldUser) until `flexcontrol release`'
 complete -c flexsub -l requeue -d 'The job may be requeued (the default)'
 complete -c flexsub -l no-requeue -d 'The job may not be requeued'
+complete -c flexsub -s k -l no-kill -d 'Accepted and ignored: a Flex job has one node, so it never loses one and carries on'
+complete -c flexsub -s Q -l quiet -d 'Accepted and ignored: flexsub prints only the job id and warnings'
 complete -c flexsub -s s -l oversubscribe -d 'Accepted and ignored: sharing follows the request (a --gpus fraction shares a GPU)'
 complete -c flexsub -l spread-job -d 'Accepted and ignored: a Flex job runs on one host'
 complete -c flexsub -l parsable -d 'Print only the job id'

@@ -56,7 +56,18 @@ fn ignored_counts_must_still_be_counts() {
             "{opt}"
         );
     }
-    for flag in ["oversubscribe", "spread-job"] {
+    for (opt, v) in [
+        ("ntasks-per-core", "1"),
+        ("ntasks-per-gpu", "2"),
+        ("gpu-freq", "high"),
+    ] {
+        assert!(
+            set(&mut s, opt, v).unwrap().unwrap().contains("ignored"),
+            "{opt}"
+        );
+    }
+    assert!(set(&mut s, "ntasks-per-gpu", "x").is_err());
+    for flag in ["oversubscribe", "spread-job", "no-kill", "quiet"] {
         let w = s.apply(by_long(flag).unwrap(), None).unwrap().unwrap();
         assert!(w.contains("ignored"), "{w}");
     }
