@@ -66,7 +66,11 @@ pub(crate) fn for_effect<'a>(
             let ran = j.row.start_time.map_or(0, |s| end.time.saturating_sub(s));
             let what = format!(
                 "{}, Run time {}, {}, ExitCode {}",
-                if failed { "Failed" } else { "Ended" },
+                match (flag, failed) {
+                    (MailEvents::TIME_LIMIT, _) => "Reached time limit",
+                    (_, true) => "Failed",
+                    _ => "Ended",
+                },
                 elapsed(ran),
                 end.to.name(),
                 end.exit_code.unwrap_or(0)

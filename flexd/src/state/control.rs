@@ -111,6 +111,7 @@ impl State {
         r.master_port = None;
         r.q.restarts += 1;
         r.q.requeue_requested = None;
+        r.q.mails_sent = 0;
         r.q.hold = if hold { Hold::User } else { Hold::None };
         let hold = r.q.hold;
         tracing::info!("job {id}: requeued (restart {})", r.q.restarts);

@@ -261,3 +261,72 @@ fn a_job_waits_for_its_begin_time_held_or_not() {
     assert_eq!(st.schedule(&s, NOW + 120), 2);
     assert_eq!(state_of(&st, c).0, JobState::Running);
 }
+
+#[test]
+fn time_limit_mails_are_sent_once_per_share_and_run() {
+    let s = Settings::defaults();
+    let (mut st, _) = state();
+    let mut sp = spec(1, QueueOptions::default());
+    sp.options.mail = Some(flex_proto::Mail {
+        events: flex_proto::MailEvents(
+            flex_proto::MailEvents::TIME_LIMIT_50 | flex_proto::MailEvents::TIME_LIMIT_80,
+        ),
+        user: Some("ana@example.org".into()),
+    });
+    let nj = submit::prepare_submit(&s, &mut st, &ana(), sp, NOW).unwrap();
+    st.add_submitted(&s, JobId(1), nj);
+    // Started with its commit at NOW, a 600 s limit: 50% at +300, 80% at +480.
+    assert_eq!(state_of(&st, JobId(1)).0, JobState::Running);
+    assert!(crate::mail::time_limit_mails(&mut st, NOW + 299).is_empty());
+    let m = crate::mail::time_limit_mails(&mut st, NOW + 300);
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0].to, "ana@example.org");
+    assert!(
+        m[0].subject.ends_with("Reached 50% of its time limit"),
+        "{m:?}"
+    );
+    assert!(crate::mail::time_limit_mails(&mut st, NOW + 301).is_empty());
+    // Past 80% at once: one mail, for 80%.
+    let m = crate::mail::time_limit_mails(&mut st, NOW + 590);
+    assert_eq!(m.len(), 1);
+    assert!(m[0].subject.contains("80%"), "{m:?}");
+    assert!(crate::mail::time_limit_mails(&mut st, NOW + 599).is_empty());
+}
+
+#[test]
+fn mails_follow_the_effects_a_job_asked_for() {
+    use flex_proto::MailEvents as M;
+    let s = Settings::defaults();
+    let (mut st, _) = state();
+    let mut sp = spec(1, QueueOptions::default());
+    sp.options.mail = Some(flex_proto::Mail {
+        events: M(M::BEGIN | M::REQUEUE | M::TIME_LIMIT),
+        user: None,
+    });
+    let nj = submit::prepare_submit(&s, &mut st, &ana(), sp, NOW).unwrap();
+    st.add_submitted(&s, JobId(1), nj);
+    let mails = |st: &mut State| -> Vec<String> {
+        let out = st.take_outbox();
+        out.iter()
+            .filter_map(|e| crate::mail::for_effect(e, |id| st.job(id)))
+            .map(|m| format!("{} {}", m.to, m.subject))
+            .collect()
+    };
+    assert_eq!(mails(&mut st), ["ana Flex Job_id=1 Name=j Began"]);
+    st.launched(JobId(1), 4242, 1);
+    st.requeue(JobId(1), false, NOW).unwrap();
+    end(&mut st, JobId(1), JobState::Cancelled);
+    // A cancelled run asks for no END mail here; the requeue does.
+    assert_eq!(mails(&mut st), ["ana Flex Job_id=1 Name=j Requeued"]);
+    assert_eq!(st.schedule(&s, NOW + 1), 1);
+    assert_eq!(mails(&mut st), ["ana Flex Job_id=1 Name=j Began"]);
+    st.launched(JobId(1), 4243, 2);
+    end(&mut st, JobId(1), JobState::Timeout);
+    let m = mails(&mut st);
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert!(
+        m[0].contains("Name=j Reached time limit, Run time"),
+        "{m:?}"
+    );
+    assert!(m[0].ends_with("TIMEOUT, ExitCode 1"), "{m:?}");
+}

@@ -75,8 +75,8 @@ pub(crate) struct Queueing {
     pub comment: Option<Box<str>>,
     /// `--mail-type`/`--mail-user`, when it asked for mail.
     pub mail: Option<Box<flex_proto::Mail>>,
-    /// The TIME_LIMIT_50/80/90 mails sent for it, once each however often it runs
-    /// (`MailEvents` bits; not stored: a restarted flexd may send one again).
+    /// The TIME_LIMIT_50/80/90 mails sent for its current run (`MailEvents` bits; not
+    /// stored: a restarted flexd may send one again).
     pub mails_sent: u8,
 }
 
