@@ -351,23 +351,20 @@ fn notify(socket: &Path, job: JobId, status: Option<StatusFile>) -> Result<(), S
     let t = Some(Duration::from_secs(10));
     s.set_read_timeout(t).map_err(|e| e.to_string())?;
     s.set_write_timeout(t).map_err(|e| e.to_string())?;
-    proto::write_frame(
-        &mut s,
-        &Hello {
-            version: proto::PROTOCOL_VERSION,
-            client: "flexd-supervisor".into(),
-        },
-    )
-    .map_err(|e| e.to_string())?;
+    // The Hello and the request in one write: flexd reads the request after answering the
+    // Hello, so the supervisor waits for one round trip, not two.
+    let mut frames = proto::encode(&Hello {
+        version: proto::PROTOCOL_VERSION,
+        client: "flexd-supervisor".into(),
+    });
+    frames.extend(proto::encode(&Request::JobEnded(
+        flex_proto::JobEndedRequest { job, status },
+    )));
+    s.write_all(&frames).map_err(|e| e.to_string())?;
     match proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME) {
         Ok(Response::Hello(flex_proto::HelloReply { .. })) => {}
         other => return Err(format!("unexpected answer to hello: {other:?}")),
     }
-    proto::write_frame(
-        &mut s,
-        &Request::JobEnded(flex_proto::JobEndedRequest { job, status }),
-    )
-    .map_err(|e| e.to_string())?;
     match proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME) {
         Ok(Response::Pong) => Ok(()),
         Ok(other) => Err(format!("unexpected answer to JobEnded: {other:?}")),
