@@ -1,7 +1,8 @@
 //! Exhausted resources and state flexd cannot trust (issue 12): flexd out of file descriptors
 //! or of buffer space for slow clients, an accounting period past what it stores, a flexd on a
 //! copy of a live state directory, a deleted lock file, a loose state directory, and an empty,
-//! foreign or malformed database. Each test runs the real flexd.
+//! foreign or malformed database, and a run file that cannot be written. Each test runs the
+//! real flexd.
 
 use flex_proto::{self as proto, Hello, JobState, Response, PROTOCOL_VERSION};
 use flex_tests::{run_file, script_job, wait_for, Daemon, Killed};
@@ -284,4 +285,28 @@ fn a_malformed_database_is_named() {
         text.contains(&format!("database {}:", db.display())) && text.contains("malformed"),
         "{text}"
     );
+}
+
+#[test]
+fn a_job_whose_run_file_cannot_be_written_does_not_run() {
+    let d = Daemon::start(A100);
+    let dir = d.scratch("unrecorded");
+    // The next job is 1: its run file's temporary path is taken by a directory, so the
+    // supervisor cannot record the job's process group and cgroup.
+    let blocker = d.state_dir().join("run").join("1.run.tmp");
+    std::fs::create_dir_all(&blocker).unwrap();
+    let marker = dir.join("ran");
+    let script = format!("#!/bin/sh\ntouch {}\n", marker.display());
+    let job = d.client().submit(script_job(&script, &dir)).unwrap();
+    assert_eq!(job, JobId(1));
+    let v = d.wait_finished(job);
+    assert_eq!(v.state, JobState::Failed, "{v:?}");
+    let reason = v.reason.unwrap_or_default();
+    assert!(reason.contains("cannot write the run file"), "{reason}");
+    assert!(!marker.exists(), "the job ran without a run file");
+    // The leaves are free again: the next job runs.
+    std::fs::remove_dir(&blocker).unwrap();
+    let next = d.client().submit(script_job(&script, &dir)).unwrap();
+    assert_eq!(d.wait_finished(next).state, JobState::Completed);
+    assert!(marker.exists());
 }

@@ -145,8 +145,16 @@ fn clone_child(cgroup: Option<&OwnedFd>) -> Result<(i32, bool), Errno> {
 }
 
 /// Start the job's first process: the script's interpreter on a memfd copy of the script, in a
-/// new process group, as the user, in the job's cgroup when it has one.
-pub(crate) fn spawn_job(spec: &LaunchSpec, cg: Option<&JobCgroup>) -> Result<JobProcess, String> {
+/// new process group, as the user, in the job's cgroup when it has one. `created` runs with
+/// the child's pid while the child waits, before it does anything: what it records about the
+/// job holds before the job runs. The child goes on only on the byte sent after `created`
+/// succeeds, so it never runs unrecorded, neither when `created` fails (the job does not
+/// start, with its message) nor when this process dies meanwhile.
+pub(crate) fn spawn_job(
+    spec: &LaunchSpec,
+    cg: Option<&JobCgroup>,
+    created: impl FnOnce(u32) -> Result<(), String>,
+) -> Result<JobProcess, String> {
     let memfd = script_memfd(&spec.script)?;
     let script_fd = memfd.as_raw_fd();
     let exec = Exec::new(spec, script_fd)?;
@@ -159,9 +167,29 @@ pub(crate) fn spawn_job(spec: &LaunchSpec, cg: Option<&JobCgroup>) -> Result<Job
         ),
         None => None,
     };
+    let (go_r, go_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
     let (pid, joined) = clone_child(cg_dir.as_ref()).map_err(|e| format!("fork: {e}"))?;
     if pid == 0 {
+        drop(go_w);
+        let mut go = [0u8; 1];
+        if nix::unistd::read(&go_r, &mut go) != Ok(1) {
+            // SAFETY: ends the child, which must not run: its supervisor is gone.
+            unsafe { libc::_exit(127) }
+        }
+        drop(go_r);
         ctx.child(&exec, joined);
+    }
+    drop(go_r);
+    let recorded = created(pid as u32);
+    if recorded.is_ok() {
+        let _ = nix::unistd::write(&go_w, b"1");
+    }
+    drop(go_w);
+    if let Err(why) = recorded {
+        // SAFETY: reaps our own child, which exits on the closed pipe.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        return Err(why);
     }
     // This process's copy of the error pipe's write end goes, so the read below ends when the
     // child's copy closes (at its exec, or its exit).

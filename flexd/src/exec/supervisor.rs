@@ -151,19 +151,28 @@ fn ended(spec: &LaunchSpec, state: JobState, note: Option<String>) -> StatusFile
     }
 }
 
-fn write_run(run_dir: &Path, spec: &LaunchSpec, pgid: Option<i32>, cg: Option<&JobCgroup>) {
+/// Write the run file: the supervisor, the job's process group `pgid` and its cgroup, for a
+/// restarted flexd to find them.
+fn write_run(
+    run_dir: &Path,
+    spec: &LaunchSpec,
+    pgid: i32,
+    cg: Option<&JobCgroup>,
+) -> Result<(), String> {
     let run = RunFile {
         job: spec.job,
         supervisor_pid: std::process::id(),
-        job_pgid: pgid,
+        job_pgid: Some(pgid),
         uid: spec.uid,
         cgroup: cg.map(|c| c.path.clone()),
         supervisor_start: files::start_time(std::process::id()).ok().flatten(),
-        job_start: pgid.and_then(|p| files::start_time(p as u32).ok().flatten()),
+        job_start: files::start_time(pgid as u32).ok().flatten(),
         boot_id: files::boot_id(),
     };
     let body = serde_json::to_vec(&run).expect("run file serializes");
-    let _ = write_atomic(&run_file(run_dir, JobId(spec.job)), &body, false);
+    let path = run_file(run_dir, JobId(spec.job));
+    write_atomic(&path, &body, false)
+        .map_err(|e| format!("cannot write the run file {}: {e}", path.display()))
 }
 
 /// Run the job to its end.
@@ -202,7 +211,6 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Path>) -> Statu
             c.kill_and_remove(CGROUP_DRAIN);
         }
     };
-    write_run(run_dir, spec, None, cg.as_ref());
     if term.load(Ordering::SeqCst) {
         remove_cg(cg.as_ref());
         return ended(
@@ -211,7 +219,10 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Path>) -> Statu
             Some("cancelled before it started".into()),
         );
     }
-    let mut child = match spawn_job(spec, cg.as_ref()) {
+    // The run file names the job's process group and cgroup before the job runs.
+    let mut child = match spawn_job(spec, cg.as_ref(), |pid| {
+        write_run(run_dir, spec, pid as i32, cg.as_ref())
+    }) {
         Ok(c) => c,
         Err(note) => {
             remove_cg(cg.as_ref());
@@ -219,7 +230,6 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Path>) -> Statu
         }
     };
     let pgid = child.id() as i32;
-    write_run(run_dir, spec, Some(pgid), cg.as_ref());
     let (state, status) = watch(spec, &mut child, cg.as_ref(), &term, &wake.0);
     // Whatever the first process left behind goes with it: its group, and with a cgroup also
     // what left the group (setsid, daemons).
@@ -357,23 +367,20 @@ fn notify(socket: &Path, job: JobId, status: Option<StatusFile>) -> Result<(), S
     let t = Some(Duration::from_secs(10));
     s.set_read_timeout(t).map_err(|e| e.to_string())?;
     s.set_write_timeout(t).map_err(|e| e.to_string())?;
-    proto::write_frame(
-        &mut s,
-        &Hello {
-            version: proto::PROTOCOL_VERSION,
-            client: "flexd-supervisor".into(),
-        },
-    )
-    .map_err(|e| e.to_string())?;
+    // The Hello and the request in one write: flexd reads the request after answering the
+    // Hello, so the supervisor waits for one round trip, not two.
+    let mut frames = proto::encode(&Hello {
+        version: proto::PROTOCOL_VERSION,
+        client: "flexd-supervisor".into(),
+    });
+    frames.extend(proto::encode(&Request::JobEnded(
+        flex_proto::JobEndedRequest { job, status },
+    )));
+    s.write_all(&frames).map_err(|e| e.to_string())?;
     match proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME) {
         Ok(Response::Hello(flex_proto::HelloReply { .. })) => {}
         other => return Err(format!("unexpected answer to hello: {other:?}")),
     }
-    proto::write_frame(
-        &mut s,
-        &Request::JobEnded(flex_proto::JobEndedRequest { job, status }),
-    )
-    .map_err(|e| e.to_string())?;
     match proto::read_frame::<Response>(&mut s, proto::DEFAULT_MAX_FRAME) {
         Ok(Response::Pong) => Ok(()),
         Ok(other) => Err(format!("unexpected answer to JobEnded: {other:?}")),
