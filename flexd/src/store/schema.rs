@@ -5,11 +5,21 @@
 use rusqlite::{Connection, Transaction};
 
 /// The version this build writes.
-pub const VERSION: u32 = 9;
+pub const VERSION: u32 = 10;
 
 /// Migration `i` brings a database at version `i` to `i + 1`.
-const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] =
-    [v1, v2, v3, v4, v5, v6, v7, fairshare, slurm_scripts];
+const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] = [
+    v1,
+    v2,
+    v3,
+    v4,
+    v5,
+    v6,
+    v7,
+    fairshare,
+    slurm_scripts,
+    max_rss,
+];
 
 /// Why a database cannot be brought up to date.
 #[derive(Debug, thiserror::Error)]
@@ -226,13 +236,14 @@ fn fairshare(tx: &Transaction) -> rusqlite::Result<()> {
 
 /// What Slurm scripts use (one step, named for what it adds, as `fairshare`): `options`, a
 /// JSON `flex_proto::JobOptions` (`--comment`, `--exclusive`, `--open-mode`, `--constraint`,
-/// `--mail-type`/`--mail-user`; NULL when none was given, and for jobs stored before), and
-/// `max_rss`, the latest run's peak resident memory in bytes (sacct's MaxRSS; NULL when its
-/// supervisor did not say). `--begin` needs no column: it is the job's `eligible_time`, as
-/// Slurm's EligibleTime.
+/// `--mail-type`/`--mail-user`; NULL when none was given, and for jobs stored before).
+/// `--begin` needs no column: it is the job's `eligible_time`, as Slurm's EligibleTime.
 fn slurm_scripts(tx: &Transaction) -> rusqlite::Result<()> {
-    tx.execute_batch(
-        "ALTER TABLE jobs ADD COLUMN options TEXT;
-        ALTER TABLE jobs ADD COLUMN max_rss INTEGER;",
-    )
+    tx.execute_batch("ALTER TABLE jobs ADD COLUMN options TEXT;")
+}
+
+/// `max_rss`: the latest run's peak resident memory in bytes (sacct's MaxRSS; NULL when its
+/// supervisor did not say, and for jobs stored before).
+fn max_rss(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch("ALTER TABLE jobs ADD COLUMN max_rss INTEGER;")
 }
