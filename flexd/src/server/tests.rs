@@ -482,6 +482,33 @@ fn test_only_answers_without_queueing() {
 }
 
 #[test]
+fn test_only_waits_for_a_begin_time() {
+    let s = Settings::defaults();
+    let (mut st, _) = state(0);
+    let ana = peer(1000, "ana");
+    let mut later = spec(1);
+    later.queue.begin = Some(NOW + 3600);
+    match handlers::test_only::test_only(&s, &mut st, &ana, later, NOW) {
+        Response::WouldStart(w) => {
+            assert!(w.alloc.is_none());
+            assert_eq!(w.estimated_start, Some(NOW + 3600));
+            assert_eq!(w.reason.as_deref(), Some("BeginTime"));
+        }
+        r => panic!("{r:?}"),
+    }
+    // A begin time already past changes nothing.
+    let mut past = spec(1);
+    past.queue.begin = Some(NOW - 10);
+    match handlers::test_only::test_only(&s, &mut st, &ana, past, NOW) {
+        Response::WouldStart(w) => {
+            assert_eq!(w.alloc.unwrap().leaves.len(), 1);
+            assert_eq!(w.estimated_start, Some(NOW));
+        }
+        r => panic!("{r:?}"),
+    }
+}
+
+#[test]
 fn pending_jobs_behind_the_head_get_estimated_starts() {
     let s = Settings::defaults();
     let (mut st, _) = state(0);

@@ -1,5 +1,7 @@
 //! TestOnly (`flexsub --test-only`): where and when a job would start if it were submitted
-//! now, from one pass of the core over the queue with the job added last; queues nothing.
+//! now, from one pass of the core over the queue with the job added last; queues nothing. A
+//! job with a begin time (`--begin`) starts no earlier: it is said to wait for `BeginTime`
+//! until then, as sbatch --test-only does.
 
 use super::submit::{pending, validate};
 use super::{err, Peer};
@@ -22,6 +24,24 @@ pub(crate) fn test_only(
         Ok(spec) => spec,
         Err(r) => return r,
     };
+    let begin = spec.queue.begin.filter(|&t| t > now);
+    match would_start(s, st, spec, now) {
+        Response::WouldStart(w) => match begin {
+            Some(t) if w.estimated_start.is_none_or(|e| e < t) => {
+                Response::WouldStart(WouldStart {
+                    alloc: None,
+                    estimated_start: Some(t),
+                    reason: Some("BeginTime".into()),
+                })
+            }
+            _ => Response::WouldStart(w),
+        },
+        other => other,
+    }
+}
+
+/// Where and when a job of `spec` would start now, from a pass with it last in the queue.
+fn would_start(s: &Settings, st: &mut State, spec: JobSpec, now: u64) -> Response {
     let id = JobId(u64::MAX);
     let queue = st.queue_with(Some(pending(id, &spec)));
     let running = st.running_for_core(now);
