@@ -69,6 +69,40 @@ pub const SRUN_FUNCTION: (&str, &str) = ("BASH_FUNC_srun%%", "() {  flexrun --sr
 /// The `torchrun` a job script gets, the same way.
 pub const TORCHRUN_FUNCTION: (&str, &str) =
     ("BASH_FUNC_torchrun%%", "() {  flexrun --torchrun \"$@\"\n}");
+/// With `srun`, an `scontrol` for the one form job scripts use: `scontrol show hostnames
+/// [LIST]` prints the hosts of LIST (default `$SLURM_JOB_NODELIST`), one per line.
+pub const SCONTROL_FUNCTION: (&str, &str) = (
+    "BASH_FUNC_scontrol%%",
+    "() {  if [ \"$1\" = show ] && [ \"$2\" = hostnames ]; then\n\
+     local l=\"${3:-$SLURM_JOB_NODELIST}\";\n\
+     printf '%s\\n' ${l//,/ };\n\
+     else\n\
+     echo \"scontrol: in a Flex job only 'scontrol show hostnames' works (flexcontrol manages jobs)\" >&2;\n\
+     return 1;\n\
+     fi\n}",
+);
+/// With `torchrun`, `python` and `python3` that run `-m torch.distributed.run ARGS` as
+/// torchrun (flexrun's torchrun personality) and anything else as the real interpreter.
+pub const PYTHON_FUNCTIONS: [(&str, &str); 2] = [
+    (
+        "BASH_FUNC_python%%",
+        "() {  if [ \"$1\" = -m ] && [ \"$2\" = torch.distributed.run ]; then\n\
+         shift 2;\n\
+         flexrun --torchrun \"$@\";\n\
+         else\n\
+         command python \"$@\";\n\
+         fi\n}",
+    ),
+    (
+        "BASH_FUNC_python3%%",
+        "() {  if [ \"$1\" = -m ] && [ \"$2\" = torch.distributed.run ]; then\n\
+         shift 2;\n\
+         flexrun --torchrun \"$@\";\n\
+         else\n\
+         command python3 \"$@\";\n\
+         fi\n}",
+    ),
+];
 
 /// The batch script's Flex variables (added to the submitter's environment).
 pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
@@ -129,9 +163,13 @@ pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
     }
     if i.srun {
         v.push((SRUN_FUNCTION.0, SRUN_FUNCTION.1.to_string()));
+        v.push((SCONTROL_FUNCTION.0, SCONTROL_FUNCTION.1.to_string()));
     }
     if i.torchrun {
         v.push((TORCHRUN_FUNCTION.0, TORCHRUN_FUNCTION.1.to_string()));
+        for (name, body) in PYTHON_FUNCTIONS {
+            v.push((name, body.to_string()));
+        }
     }
     v.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
@@ -443,5 +481,74 @@ mod tests {
         assert!(rank_plan(|_| None)
             .unwrap_err()
             .contains("inside a Flex job"));
+    }
+}
+
+/// The job script's functions run by a real bash, with stand-ins for flexrun and python3.
+#[cfg(test)]
+mod function_tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use std::process::Command;
+
+    fn bash(script: &str) -> (i32, String, String) {
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("flex-env-fn-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, body) in [
+            ("flexrun", "#!/bin/sh\necho \"flexrun $*\"\n"),
+            ("python3", "#!/bin/sh\necho \"real python3 $*\"\n"),
+        ] {
+            let p = dir.join(name);
+            std::fs::write(&p, body).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c")
+            .arg(script)
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", dir.display()))
+            .env("SLURM_JOB_NODELIST", "gpu-host-1");
+        for (k, v) in [SCONTROL_FUNCTION, TORCHRUN_FUNCTION]
+            .into_iter()
+            .chain(PYTHON_FUNCTIONS)
+        {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("bash runs");
+        let _ = std::fs::remove_dir_all(&dir);
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    #[test]
+    fn scontrol_show_hostnames_names_the_host() {
+        assert_eq!(bash("scontrol show hostnames").1, "gpu-host-1\n");
+        assert_eq!(
+            bash("scontrol show hostnames \"$SLURM_JOB_NODELIST\"").1,
+            "gpu-host-1\n"
+        );
+        assert_eq!(bash("scontrol show hostnames a,b").1, "a\nb\n");
+        let (code, _, err) = bash("scontrol show job 1");
+        assert_eq!(code, 1);
+        assert!(err.contains("only 'scontrol show hostnames'"), "{err}");
+    }
+
+    #[test]
+    fn python_m_torch_distributed_run_is_torchrun() {
+        assert_eq!(
+            bash("python3 -m torch.distributed.run --nproc-per-node=gpu train.py --lr 1").1,
+            "flexrun --torchrun --nproc-per-node=gpu train.py --lr 1\n"
+        );
+        assert_eq!(bash("python3 -u train.py").1, "real python3 -u train.py\n");
+        assert_eq!(
+            bash("python3 -m torch.distributed.launch x.py").1,
+            "real python3 -m torch.distributed.launch x.py\n",
+            "only torch.distributed.run is torchrun"
+        );
     }
 }
