@@ -217,6 +217,33 @@ pub fn wrap(cmd: &str) -> String {
     format!("#!/bin/sh\n{cmd}\n")
 }
 
+/// The lines of `script` that start workers with `accelerate launch` or `deepspeed`, each as
+/// `file:line: command: why, and the one-line change`. Those launchers give every worker all
+/// of the job's leaves and a local rank, but CUDA shows each process one MIG instance only, so
+/// in a job of several leaves every worker but the first finds no device.
+pub fn launchers_needing_torchrun(file: &str, script: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (n, line) in script.lines().enumerate() {
+        let cmd = line.trim_start();
+        let cmd = cmd.strip_prefix("exec ").map_or(cmd, str::trim_start);
+        let mut w = cmd.split_whitespace();
+        let launcher = match (w.next(), w.next()) {
+            (Some("accelerate"), Some("launch")) => "accelerate launch",
+            (Some("deepspeed"), _) => "deepspeed",
+            _ => continue,
+        };
+        found.push(format!(
+            "{file}:{}: {}: {launcher} starts every worker with all of the job's leaves, and \
+             a process sees only one MIG leaf; start the workers with torchrun instead (one \
+             leaf each): replace `{launcher}` and its own options by `torchrun \
+             --nproc-per-node=gpu`, or run `flexrun python SCRIPT ARGS`",
+            n + 1,
+            line.trim()
+        ));
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -264,7 +264,30 @@ fn bad_scripts_name_the_line_and_nothing_reaches_the_daemon() {
     assert!(text(&out.stderr).contains("cannot read missing.sh"));
     let out = flexsub(&sock, dir.path(), &["--bogus", "x.sh"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
+    // Launchers that give every worker all the leaves, in a job of several leaves.
+    let launch = "#!/bin/bash\n#SBATCH --gres=gpu:4\naccelerate launch --multi_gpu t.py\n\
+                  srun hostname\n  exec deepspeed --num_gpus 4 t.py\n";
+    std::fs::write(dir.path().join("launch.sh"), launch).unwrap();
+    let out = flexsub(&sock, dir.path(), &["launch.sh"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = text(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(lines[0].starts_with("flexsub: launch.sh:3: accelerate launch --multi_gpu t.py:"));
+    assert!(lines[0].contains("torchrun --nproc-per-node=gpu"), "{err}");
+    assert!(lines[1].starts_with("flexsub: launch.sh:5: exec deepspeed --num_gpus 4 t.py:"));
     assert!(listener.accept().is_err(), "flexsub connected to flexd");
+}
+
+#[test]
+fn one_leaf_jobs_may_use_any_launcher() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = FakeDaemon::start(dir.path(), submitted);
+    let script = "#!/bin/bash\n#SBATCH --gres=gpu:1\naccelerate launch t.py\n";
+    std::fs::write(dir.path().join("one.sh"), script).unwrap();
+    let out = flexsub(&d.path, dir.path(), &["one.sh"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(only_spec(d.requests()).request.leaves, Some(1));
 }
 
 #[test]

@@ -311,6 +311,13 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
     let request = s
         .request(estimate.as_ref().map(|b| b.total_bytes))
         .map_err(|e| Error::Input(format!("{shown}: {e}")))?;
+    // Several leaves for sure (a leaf count, or whole GPUs): one process per leaf is needed.
+    if request.leaves.is_some_and(|n| n > 1) || request.gpus.is_some_and(|g| g >= 2.0) {
+        let bad = script::launchers_needing_torchrun(&shown, &text);
+        if !bad.is_empty() {
+            return Err(Error::Input(bad.join("\n")));
+        }
+    }
     let name = s.name.clone().unwrap_or_else(|| {
         Path::new(&shown)
             .file_name()
