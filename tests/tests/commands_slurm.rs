@@ -133,6 +133,27 @@ fn srun_lines_of_a_slurm_script_run_one_rank_per_leaf() {
         "{out}"
     );
 
+    // The job's own -n: an srun line without one starts that many ranks, as in Slurm, and
+    // scontrol show hostnames names the host.
+    let script = "#!/bin/bash\n#SBATCH --ntasks=2\n#SBATCH --gres=gpu:3\n\
+                  echo $SLURM_NTASKS $FLEX_NTASKS > tasks\n\
+                  scontrol show hostnames \"$SLURM_JOB_NODELIST\" > hosts\n\
+                  srun bash -c 'echo $SLURM_PROCID $WORLD_SIZE > n-$SLURM_PROCID'\n";
+    let job = submit(&d, &dir, "ntasks.sh", script, &[]);
+    let v = d.wait_finished(job);
+    assert_eq!(v.state, JobState::Completed, "{v:?}\n{}", d.log());
+    assert_eq!(std::fs::read_to_string(dir.join("tasks")).unwrap(), "2 2\n");
+    let host = v.alloc.as_ref().unwrap().host.clone();
+    assert_eq!(
+        std::fs::read_to_string(dir.join("hosts")).unwrap(),
+        format!("{host}\n")
+    );
+    for r in 0..2 {
+        let line = std::fs::read_to_string(dir.join(format!("n-{r}"))).unwrap();
+        assert_eq!(line, format!("{r} 2\n"));
+    }
+    assert!(!dir.join("n-2").exists(), "a third rank ran");
+
     // torchrun: each worker on its own leaf, alone on its node, the global rank as usual.
     let script = "#!/bin/bash\n#SBATCH --gres=gpu:2\n\
                   torchrun --standalone --nnodes=1 --nproc_per_node=2 --no-python bash -c \\\n\

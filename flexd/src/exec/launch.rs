@@ -154,6 +154,11 @@ impl Launcher {
             torchrun: l.torchrun_in_jobs,
         }));
         env.push(("MASTER_PORT".into(), port.to_string()));
+        env.extend(task_count_env(
+            row.options.ntasks,
+            l.units.len(),
+            l.slurm_aliases,
+        ));
         if let Some((task, spec)) = &row.array {
             env.extend(super::array::array_env(task, spec, l.slurm_aliases));
         }
@@ -257,6 +262,21 @@ impl Forker {
     }
 }
 
+/// The job's own task count (`-n`), for its `srun`: `FLEX_NTASKS`, and with the Slurm aliases
+/// `SLURM_NTASKS` and `SLURM_TASKS_PER_NODE` (which otherwise count the leaves). Only when
+/// the job holds that many leaves: a rank needs a leaf of its own.
+fn task_count_env(ntasks: Option<u32>, leaves: usize, slurm: bool) -> Vec<(String, String)> {
+    let Some(n) = ntasks.filter(|&n| n as usize <= leaves) else {
+        return Vec::new();
+    };
+    let mut v = vec![("FLEX_NTASKS".to_string(), n.to_string())];
+    if slurm {
+        v.push(("SLURM_NTASKS".into(), n.to_string()));
+        v.push(("SLURM_TASKS_PER_NODE".into(), n.to_string()));
+    }
+    v
+}
+
 /// A TCP port free on 127.0.0.1 right now, for the job's rendezvous.
 fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
@@ -266,6 +286,25 @@ fn free_port() -> std::io::Result<u16> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_task_count_needs_as_many_leaves() {
+        let names = |v: Vec<(String, String)>| {
+            v.into_iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(super::task_count_env(Some(2), 4, true)),
+            ["FLEX_NTASKS=2", "SLURM_NTASKS=2", "SLURM_TASKS_PER_NODE=2"]
+        );
+        assert_eq!(
+            names(super::task_count_env(Some(2), 4, false)),
+            ["FLEX_NTASKS=2"]
+        );
+        assert!(super::task_count_env(Some(8), 4, true).is_empty());
+        assert!(super::task_count_env(None, 4, true).is_empty());
+    }
+
     #[test]
     fn srun_is_real_only_with_a_configuration() {
         let dir = tempfile::tempdir().unwrap();

@@ -68,6 +68,11 @@ pub struct JobOptions {
     /// `--mail-type` and `--mail-user`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mail: Option<Mail>,
+    /// `-n/--ntasks` (or `--ntasks-per-node`): the ranks a job script's `srun` starts when its
+    /// line does not say (`FLEX_NTASKS`, and `SLURM_NTASKS` with the Slurm aliases), when the
+    /// job holds at least that many leaves; None: one rank per leaf.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ntasks: Option<u32>,
 }
 
 impl JobOptions {

@@ -8,7 +8,15 @@ fn main() {
     let words: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let args = match words.first() {
         Some(w) if w == "--srun" => match flexsub::commands::run::srun_args(&words[1..]) {
-            Ok(a) => a,
+            // An srun line without -n starts the job's own task count (sbatch -n), if any.
+            Ok(mut a) => {
+                if a.ntasks.is_none() {
+                    a.ntasks = std::env::var("FLEX_NTASKS")
+                        .ok()
+                        .and_then(|n| n.parse().ok());
+                }
+                a
+            }
             Err(e) => std::process::exit(flexsub::error::report("srun", &e)),
         },
         Some(w) if w == "--torchrun" => match flexsub::commands::run::torchrun_args(&words[1..]) {

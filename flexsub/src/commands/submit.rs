@@ -340,7 +340,10 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
         account: s.account.clone(),
         qos: s.qos.clone(),
         nice: s.nice.unwrap_or(0),
-        options: Box::new(s.options.clone()),
+        options: Box::new(flex_proto::JobOptions {
+            ntasks: s.tasks(),
+            ..s.options.clone()
+        }),
         queue: Box::new(s.queue.clone()),
         umask: Some(submit_umask()),
         signal: s.signal.map(Box::new),

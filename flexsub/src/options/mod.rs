@@ -234,7 +234,7 @@ impl Settings {
     }
 
     /// The tasks Slurm would start: `-n`, else `--ntasks-per-node` (one node), if either.
-    fn tasks(&self) -> Option<u32> {
+    pub(crate) fn tasks(&self) -> Option<u32> {
         self.ntasks.or(self.ntasks_per_node)
     }
 
