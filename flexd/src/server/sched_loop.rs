@@ -34,6 +34,11 @@ pub(crate) async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver
             });
             give_back_memory();
         }
+        if shared.writer.stalled() {
+            // No job starts while its start could not be written (it would show RUNNING and
+            // not run); the writer tries the waiting changes again every second.
+            continue;
+        }
         let t0 = Instant::now();
         // The core runs on a copy, off the lock and off the runtime's workers, so clients are
         // served while it thinks; its decisions are checked again when they are applied.

@@ -75,6 +75,20 @@ impl StoreError {
         }
     }
 
+    /// Whether the database could not be written at all (a full disk, an I/O error, a file
+    /// it cannot open): the change itself is fine and may succeed later.
+    pub(crate) fn is_storage(&self) -> bool {
+        use rusqlite::ErrorCode::{CannotOpen, DiskFull, ReadOnly, SystemIoFailure};
+        let source = match self {
+            StoreError::Sql(e) | StoreError::InFile { source: e, .. } => e,
+            _ => return false,
+        };
+        matches!(
+            source.sqlite_error_code(),
+            Some(DiskFull | SystemIoFailure | CannotOpen | ReadOnly)
+        )
+    }
+
     /// [`StoreError::in_file`] with the file `conn` has open.
     pub(crate) fn in_db(self, conn: &Connection) -> StoreError {
         let path = conn.path().unwrap_or("(in memory)").to_string();

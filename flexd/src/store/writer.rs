@@ -4,6 +4,11 @@
 //!
 //! A change is acknowledged only after its transaction commits. When a batch fails, its
 //! changes are retried one transaction each, so one bad change does not fail the others.
+//!
+//! When the database cannot be written at all (a full disk, an I/O error), no change is lost:
+//! submissions are refused at once (their senders get the error), and every other change —
+//! starts, ends, cancellations, barriers — waits, in order, and is tried again once a second
+//! until it commits. Meanwhile [`Writer::stalled`] says so, and flexd starts no job.
 
 use super::queueing::{self, Hold, Update};
 use super::usage::UsageRow;
@@ -11,8 +16,18 @@ use super::{event, insert_job, start_job, state_name, Envs, NewJob, StoreError, 
 use flex_proto::JobState;
 use gres_plugin::JobId;
 use rusqlite::{params, Connection, Transaction};
-use std::sync::mpsc;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
 use tokio::sync::oneshot;
+
+/// What a submission is told while changes wait for the database.
+const UNWRITABLE: &str = "flexd cannot write its database now (its disk is full or failing); \
+                          the job is not queued: submit it again once the disk has room";
+
+/// How often changes that could not be written are tried again.
+const RETRY: Duration = Duration::from_secs(1);
 
 /// Most changes in one transaction (bounds the latency of the first one in a long burst).
 const MAX_BATCH: usize = 8192;
@@ -114,17 +129,25 @@ struct Msg {
 #[derive(Clone, Debug)]
 pub(crate) struct Writer {
     tx: mpsc::Sender<Msg>,
+    stalled: Arc<AtomicBool>,
 }
 
 impl Writer {
     /// Start the writer thread on an open, migrated connection.
     pub(crate) fn spawn(conn: Connection) -> (Writer, std::thread::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel();
+        let stalled = Arc::new(AtomicBool::new(false));
+        let flag = stalled.clone();
         let handle = std::thread::Builder::new()
             .name("flexd-writer".into())
-            .spawn(move || run(conn, rx))
+            .spawn(move || run(conn, rx, &flag))
             .expect("spawn the writer thread");
-        (Writer { tx }, handle)
+        (Writer { tx, stalled }, handle)
+    }
+
+    /// Whether changes are waiting because the database cannot be written now.
+    pub(crate) fn stalled(&self) -> bool {
+        self.stalled.load(Ordering::SeqCst)
     }
 
     pub(crate) fn send(&self, op: Op, done: Done) {
@@ -143,36 +166,68 @@ impl Writer {
     }
 }
 
-fn run(mut conn: Connection, rx: mpsc::Receiver<Msg>) {
+fn run(mut conn: Connection, rx: mpsc::Receiver<Msg>, stalled: &AtomicBool) {
     let mut batch = Vec::new();
     let mut envs = Envs::default();
-    while let Ok(first) = rx.recv() {
-        batch.push(first);
+    // Changes that could not be written, in order.
+    let mut waiting: VecDeque<Msg> = VecDeque::new();
+    loop {
+        let first = if waiting.is_empty() {
+            rx.recv().ok()
+        } else {
+            match rx.recv_timeout(RETRY) {
+                Ok(m) => Some(m),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        };
+        match first {
+            Some(m) => batch.push(m),
+            None if waiting.is_empty() => break,
+            None => {}
+        }
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
                 Ok(m) => batch.push(m),
                 Err(_) => break,
             }
         }
-        commit(&mut conn, &mut envs, &mut batch);
+        if !waiting.is_empty() {
+            retry(&mut conn, &mut envs, &mut waiting);
+        }
+        if waiting.is_empty() {
+            commit(&mut conn, &mut envs, &mut batch, &mut waiting);
+        } else {
+            // Behind changes that wait: submissions are tried (and refused) on their own, the
+            // rest wait their turn.
+            for m in batch.drain(..) {
+                one_by_one(&mut conn, &mut envs, m, &mut waiting);
+            }
+        }
+        stalled.store(!waiting.is_empty(), Ordering::SeqCst);
     }
-    tracing::debug!("database writer: channel closed, all changes committed");
+    if !waiting.is_empty() {
+        tracing::error!(
+            "database writer stopping with {} changes it could not write",
+            waiting.len()
+        );
+    }
+    tracing::debug!("database writer: channel closed");
 }
 
-/// Commit `batch` in one transaction (or one each after a failure) and tell the senders.
-fn commit(conn: &mut Connection, envs: &mut Envs, batch: &mut Vec<Msg>) {
+/// Commit `batch` in one transaction (or one each after a failure) and tell the senders;
+/// changes the database cannot take now go to `waiting`.
+fn commit(
+    conn: &mut Connection,
+    envs: &mut Envs,
+    batch: &mut Vec<Msg>,
+    waiting: &mut VecDeque<Msg>,
+) {
     let n = batch.len();
-    let together = (|| -> Result<Vec<Option<JobId>>, StoreError> {
-        let tx = conn.transaction()?;
-        let ids = batch
-            .iter()
-            .map(|m| apply(&tx, envs, &m.op))
-            .collect::<Result<Vec<_>, _>>()?;
-        tx.commit()?;
-        Ok(ids)
-    })()
-    .map_err(|e| e.in_db(conn));
-    match together {
+    if n == 0 {
+        return;
+    }
+    match transaction(conn, envs, batch.iter()) {
         Ok(ids) => {
             tracing::trace!("committed {n} changes in one transaction");
             for (m, id) in batch.drain(..).zip(ids) {
@@ -183,18 +238,80 @@ fn commit(conn: &mut Connection, envs: &mut Envs, batch: &mut Vec<Msg>) {
             tracing::warn!("a batch of {n} changes failed ({e}); retrying them one by one");
             envs.forget();
             for m in batch.drain(..) {
-                let one = (|| -> Result<Option<JobId>, StoreError> {
-                    let tx = conn.transaction()?;
-                    let id = apply(&tx, envs, &m.op)?;
-                    tx.commit()?;
-                    Ok(id)
-                })()
-                .map_err(|e| e.in_db(conn));
-                if let Err(e) = &one {
-                    envs.forget();
-                    tracing::error!("database change {:?} failed: {e}", op_name(&m.op));
-                }
-                deliver(m, one.map_err(|e| e.to_string()));
+                one_by_one(conn, envs, m, waiting);
+            }
+        }
+    }
+}
+
+/// Apply `msgs` in one transaction: the ids of the inserted jobs, or the error.
+fn transaction<'a>(
+    conn: &mut Connection,
+    envs: &mut Envs,
+    msgs: impl Iterator<Item = &'a Msg>,
+) -> Result<Vec<Option<JobId>>, StoreError> {
+    (|| {
+        let tx = conn.transaction()?;
+        let ids = msgs
+            .map(|m| apply(&tx, envs, &m.op))
+            .collect::<Result<Vec<_>, _>>()?;
+        tx.commit()?;
+        Ok(ids)
+    })()
+    .map_err(|e: StoreError| e.in_db(conn))
+}
+
+/// Commit one change on its own. A submission that cannot be written is refused; any other
+/// change that cannot be written, or that comes after one that waits, waits in order.
+fn one_by_one(conn: &mut Connection, envs: &mut Envs, m: Msg, waiting: &mut VecDeque<Msg>) {
+    let submission = matches!(m.op, Op::Insert(_));
+    if !waiting.is_empty() {
+        if submission {
+            // Nothing is written out of order: a submission waits for no one, it is refused.
+            deliver(m, Err(UNWRITABLE.into()));
+        } else {
+            waiting.push_back(m);
+        }
+        return;
+    }
+    match transaction(conn, envs, std::iter::once(&m)) {
+        Ok(ids) => deliver(m, Ok(ids[0])),
+        Err(e) => {
+            envs.forget();
+            if e.is_storage() && submission {
+                tracing::error!("cannot write the database ({e}); a submission is refused");
+                deliver(m, Err(format!("{UNWRITABLE} ({e})")));
+            } else if e.is_storage() {
+                tracing::error!(
+                    "cannot write the database ({e}); {} waits and is tried again every second",
+                    op_name(&m.op)
+                );
+                waiting.push_back(m);
+            } else {
+                tracing::error!("database change {:?} failed: {e}", op_name(&m.op));
+                deliver(m, Err(e.to_string()));
+            }
+        }
+    }
+}
+
+/// Try the waiting changes again, all in one transaction, then one by one up to the first that
+/// still cannot be written.
+fn retry(conn: &mut Connection, envs: &mut Envs, waiting: &mut VecDeque<Msg>) {
+    match transaction(conn, envs, waiting.iter()) {
+        Ok(ids) => {
+            tracing::info!("the database takes changes again: {} written", ids.len());
+            for (m, id) in waiting.drain(..).zip(ids) {
+                deliver(m, Ok(id));
+            }
+        }
+        Err(e) if e.is_storage() => envs.forget(),
+        Err(_) => {
+            // A change among them is bad in itself: take them one at a time.
+            envs.forget();
+            let pending: Vec<Msg> = waiting.drain(..).collect();
+            for m in pending {
+                one_by_one(conn, envs, m, waiting);
             }
         }
     }

@@ -1,0 +1,163 @@
+//! A full state disk (issue 12): flexd's state directory on a small tmpfs that a filler file
+//! fills. Submissions are refused with a clear error while the database cannot be written; a
+//! job that ends meanwhile, and one cancelled meanwhile, are recorded with their real outcome
+//! once there is room again (never NODE_FAIL), and those records survive a restart. Needs root (mount); skipped without it
+//! unless CI=true.
+
+use flex_proto::JobState;
+use flex_tests::{run_file, script_job, wait_for, Daemon};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const A100: &str = "a100-40gb-x2.toml";
+
+/// A tmpfs mounted over a directory, unmounted on drop.
+struct Mount(PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Mount a tmpfs of `size` over `dir` (its contents copied in); None when this host does not
+/// let the test mount one.
+fn tmpfs_over(dir: &Path, size: &str) -> Option<Mount> {
+    let saved = dir.with_extension("saved");
+    std::fs::rename(dir, &saved).unwrap();
+    std::fs::create_dir(dir).unwrap();
+    let mounted = Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            &format!("size={size},mode=0700"),
+            "tmpfs",
+        ])
+        .arg(dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        std::fs::remove_dir(dir).unwrap();
+        std::fs::rename(&saved, dir).unwrap();
+        return None;
+    }
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", saved.display()))
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    Some(Mount(dir.to_path_buf()))
+}
+
+/// Fill the file system of `dir` with a file until it has no room left.
+fn fill(dir: &Path) -> PathBuf {
+    let path = dir.join("filler");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let chunk = vec![0u8; 64 << 10];
+    loop {
+        if f.write_all(&chunk).is_err() {
+            break;
+        }
+    }
+    // Whatever room is left below one chunk, byte by byte.
+    while f.write_all(&[0u8; 512]).is_ok() {}
+    path
+}
+
+fn flexsub(d: &Daemon, dir: &Path, script: &str) -> std::process::Output {
+    std::fs::write(dir.join("j.sh"), script).unwrap();
+    d.cmd("flexsub")
+        .current_dir(dir)
+        .args(["-t", "10", "-o", "/dev/null", "j.sh"])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_full_state_disk_refuses_submissions_and_loses_no_end() {
+    let mut d = Daemon::start(A100);
+    d.stop();
+    let Some(mount) = tmpfs_over(&d.state_dir(), "8m") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "cannot mount a tmpfs (CI=true: the test must run)"
+        );
+        eprintln!("skipped: cannot mount a tmpfs here (not root?)");
+        return;
+    };
+    d.restart();
+    let dir = d.scratch("full");
+    let gate = dir.join("go");
+    let script = format!(
+        "#!/bin/sh\nwhile [ ! -e {} ]; do sleep 0.1; done\nexit 7\n",
+        gate.display()
+    );
+    let job = d.client().submit(script_job(&script, &dir)).unwrap();
+    let other = d
+        .client()
+        .submit(script_job("#!/bin/sh\nsleep 600\n", &dir))
+        .unwrap();
+    for j in [job, other] {
+        d.wait_state(j, &[JobState::Running]);
+        // Its supervisor has recorded it (a run file it cannot write fails the job instead).
+        run_file(&d, j);
+    }
+
+    let filler = fill(&mount.0);
+    // The database may still have room in its write-ahead log for a few: submit until one is
+    // refused.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let refused = loop {
+        let out = flexsub(&d, &dir, "#!/bin/sh\ntrue\n");
+        if !out.status.success() {
+            break out;
+        }
+        assert!(Instant::now() < deadline, "no submission was refused");
+    };
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("cannot write its database") && err.contains("not queued"),
+        "{err}"
+    );
+
+    // A job ends, and another is cancelled, while nothing can be written: flexd knows, and
+    // neither becomes NODE_FAIL.
+    std::fs::write(&gate, "").unwrap();
+    let v = d.wait_finished(job);
+    assert_eq!((v.state, v.exit_code), (JobState::Failed, Some(7)), "{v:?}");
+    let out = d.cmd("flexcancel").arg(other.to_string()).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(d.wait_finished(other).state, JobState::Cancelled);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(d.job(job).unwrap().state, JobState::Failed);
+    assert_eq!(d.job(other).unwrap().state, JobState::Cancelled);
+
+    // Room again: the end is written by itself, and a submission is taken.
+    std::fs::remove_file(&filler).unwrap();
+    let acct = wait_for("the end in flexacct", || {
+        let out = d
+            .cmd("flexacct")
+            .args(["-j", &job.to_string(), "-n", "-P", "-o", "State,ExitCode"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (text == "FAILED|7:0").then_some(text)
+    });
+    assert_eq!(acct, "FAILED|7:0");
+    let out = flexsub(&d, &dir, "#!/bin/sh\ntrue\n");
+    assert!(out.status.success(), "{out:?}\n{}", d.log());
+
+    // It was written for good: a restarted flexd reads the same.
+    d.restart();
+    let v = d.job(job).expect("the job after a restart");
+    assert_eq!((v.state, v.exit_code), (JobState::Failed, Some(7)), "{v:?}");
+    let v = d.job(other).expect("the cancelled job after a restart");
+    assert_eq!(v.state, JobState::Cancelled, "{v:?}");
+    d.stop();
+    drop(mount);
+}
