@@ -28,7 +28,7 @@ pub use cluster::Cluster;
 pub use config::ClusterConfig;
 pub use keys::PolicyKeys;
 pub use order::{sort_queue, Load, Order};
-pub use pass::{estimate_starts, schedule, schedule_with};
+pub use pass::{estimate_starts, schedule, schedule_ordered, schedule_with};
 
 use gres_plugin::{JobId, Request};
 use serde::{Deserialize, Serialize};

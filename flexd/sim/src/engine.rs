@@ -12,9 +12,10 @@
 
 use super::exec_model::{run_time, ExecModel};
 use super::models::{ModelKind, SimModel};
+use super::queue::Queue;
 use super::trace::Trace;
 use flex_sched::{
-    schedule_with, JobKind, Pending, PendingJob, Policy, Reason, RunningJob, Start, Time,
+    schedule_ordered, JobKind, Pending, PendingJob, Policy, Reason, RunningJob, Start, Time,
 };
 use gres_plugin::{JobId, Request};
 use std::cmp::Reverse;
@@ -177,8 +178,8 @@ struct Run<'a, M: SimModel> {
     usage: crate::fairness::Usage,
     /// The execution-time factor of interference under this model.
     interference: f64,
-    /// Jobs eligible to start, as the core sees them.
-    queue: Vec<PendingJob>,
+    /// Jobs eligible to start, in the policy's order.
+    queue: Queue,
     running: Vec<RunningJob<M::Placement>>,
     /// The job of each entry of `running`.
     running_job: Vec<usize>,
@@ -226,6 +227,7 @@ impl<'a, M: SimModel> Run<'a, M> {
             let least = model.min_factor(&j.pending, &cfg.exec) * interference;
             j.min_run_s = run_time(j.duration_s, least).min(j.pending.request.time_limit_s);
         }
+        let queue = Queue::new(&cfg.policy, cfg.fairshare.is_some(), model.units());
         Self {
             model,
             trace,
@@ -236,7 +238,7 @@ impl<'a, M: SimModel> Run<'a, M> {
             user_of,
             usage: crate::fairness::Usage::new(names.len()),
             interference,
-            queue: Vec::new(),
+            queue,
             running: Vec::new(),
             running_job: Vec::new(),
             events: BinaryHeap::new(),
@@ -334,7 +336,7 @@ impl<'a, M: SimModel> Run<'a, M> {
                 .iter()
                 .all(|d| ended.contains(d));
             if ready {
-                queue.push(jobs[k].pending.clone());
+                queue.push(k, &jobs[k].pending, jobs[k].submit);
             }
             !ready
         });
@@ -361,31 +363,23 @@ impl<'a, M: SimModel> Run<'a, M> {
                 let j = &jobs[rk];
                 (user_of[rk], j.slices, j.start.unwrap_or(t))
             });
-            let job = |p: &PendingJob| (p.id.0 - 1) as usize;
-            let (user, submit) = (
-                |p: &PendingJob| user_of[job(p)],
-                |p: &PendingJob| jobs[job(p)].submit,
-            );
-            self.usage
-                .prioritize(&mut self.queue, user, submit, held, t, f);
+            let priority = self.usage.priority(held, t, f);
+            for k in self.queue.jobs() {
+                let j = &mut self.jobs[k];
+                j.pending.priority = priority.of(self.user_of[k], j.submit);
+            }
         }
         let jobs = &self.jobs;
-        let d = schedule_with(
-            &self.model,
-            &self.queue,
-            &self.running,
-            t,
-            &self.cfg.policy,
-            |q| jobs[(q.id.0 - 1) as usize].submit,
-        );
+        let submitted = |q: &PendingJob| jobs[(q.id.0 - 1) as usize].submit;
+        let mut order = self.queue.ordered(|k| &jobs[k].pending, submitted, t);
+        let d = schedule_ordered(&self.model, &mut order, &self.running, t, &self.cfg.policy);
+        drop(order);
         self.out.passes += 1;
         for s in &d.starts {
-            self.start(s, t);
-        }
-        if !d.starts.is_empty() {
-            let jobs = &self.jobs;
+            let k = (s.job.0 - 1) as usize;
             self.queue
-                .retain(|q| jobs[(q.id.0 - 1) as usize].start.is_none());
+                .remove(k, &self.jobs[k].pending, self.jobs[k].submit);
+            self.start(s, t);
         }
         self.note_fragmentation(&d.pending);
     }

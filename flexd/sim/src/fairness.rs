@@ -62,6 +62,19 @@ impl Usage {
         now: u64,
         f: &FairShare,
     ) {
+        let priority = self.priority(running, now, f);
+        for p in queue {
+            p.priority = priority.of(user_of(p), submit_of(p));
+        }
+    }
+
+    /// The priorities at `now`. `running` lists (user, slices, start) of the running jobs.
+    pub fn priority(
+        &self,
+        running: impl Iterator<Item = (u32, u32, u64)>,
+        now: u64,
+        f: &FairShare,
+    ) -> Priority {
         let mut used: Vec<f64> = self
             .users
             .iter()
@@ -72,15 +85,29 @@ impl Usage {
         }
         let total: f64 = used.iter().sum();
         let n = used.len() as f64;
-        let factor: Vec<f64> = used.iter().map(|&u| fair_share(u, total, 1.0, n)).collect();
-        for p in queue {
-            let fs = Factors {
-                age: age_factor(submit_of(p), now, f.weights.max_age_s),
-                fairshare: factor[user_of(p) as usize],
-                ..Factors::default()
-            };
-            p.priority = fs.priority(&f.weights);
+        let factor = used.iter().map(|&u| fair_share(u, total, 1.0, n)).collect();
+        Priority { factor, now, f: *f }
+    }
+}
+
+/// The queued jobs' priorities at one time.
+#[derive(Debug)]
+pub struct Priority {
+    /// Each user's fair-share factor.
+    factor: Vec<f64>,
+    now: u64,
+    f: FairShare,
+}
+
+impl Priority {
+    /// The priority of a job of `user` submitted at `submit`.
+    pub fn of(&self, user: u32, submit: u64) -> i64 {
+        Factors {
+            age: age_factor(submit, self.now, self.f.weights.max_age_s),
+            fairshare: self.factor[user as usize],
+            ..Factors::default()
         }
+        .priority(&self.f.weights)
     }
 }
 
