@@ -194,6 +194,9 @@ struct Run<'a, M: SimModel> {
     ended: HashSet<u64>,
     /// Arrived jobs that wait for their dependencies.
     blocked: Vec<usize>,
+    /// The last pass started nothing and nothing was freed since: with the queue unchanged
+    /// where that pass read it ([`Queue::unchanged`]), a pass now would decide the same.
+    settled: bool,
 }
 
 impl<'a, M: SimModel> Run<'a, M> {
@@ -247,6 +250,7 @@ impl<'a, M: SimModel> Run<'a, M> {
             last_t: 0,
             ended: HashSet::new(),
             blocked: Vec::new(),
+            settled: false,
         }
     }
 
@@ -259,15 +263,22 @@ impl<'a, M: SimModel> Run<'a, M> {
 
     /// Everything that happens at `t`: events, arrivals, and a pass if anything changed.
     fn step(&mut self, t: Time) {
-        let mut changed = self.apply_events(t);
-        changed |= self.arrive(t);
+        let freed = self.apply_events(t);
+        self.settled &= !freed;
+        let changed = self.arrive(t) | freed;
         // Eligibility is decided before the pass, as flexd does.
         self.release_ready();
         if !changed {
             return;
         }
-        self.account_fragmentation(t);
+        let repeat = self.settled && self.queue.unchanged();
+        self.account_fragmentation(t, repeat);
         if self.queue.is_empty() {
+            return;
+        }
+        if repeat {
+            // The same decisions as the last pass: it is not run again, but counted.
+            self.out.passes += 1;
             return;
         }
         self.pass(t);
@@ -343,15 +354,17 @@ impl<'a, M: SimModel> Run<'a, M> {
     }
 
     /// Charge the time since the last accounting to the jobs that waited with enough free
-    /// slices, and to the run when any did.
-    fn account_fragmentation(&mut self, t: Time) {
+    /// slices, and to the run when any did; `keep` them when they wait on as they did.
+    fn account_fragmentation(&mut self, t: Time, keep: bool) {
         for &k in &self.frag {
             self.jobs[k].ext_frag_s += t - self.last_t;
         }
         if !self.frag.is_empty() {
             self.out.ext_frag_time_s += t - self.last_t;
         }
-        self.frag.clear();
+        if !keep {
+            self.frag.clear();
+        }
         self.last_t = t;
     }
 
@@ -371,10 +384,18 @@ impl<'a, M: SimModel> Run<'a, M> {
         }
         let jobs = &self.jobs;
         let submitted = |q: &PendingJob| jobs[(q.id.0 - 1) as usize].submit;
-        let mut order = self.queue.ordered(|k| &jobs[k].pending, submitted, t);
+        let mut read = 0;
+        let mut order = self
+            .queue
+            .ordered(|k| &jobs[k].pending, submitted, t)
+            .inspect(|_| read += 1);
         let d = schedule_ordered(&self.model, &mut order, &self.running, t, &self.cfg.policy);
         drop(order);
         self.out.passes += 1;
+        self.settled = d.starts.is_empty();
+        if self.settled {
+            self.queue.examined(read);
+        }
         for s in &d.starts {
             let k = (s.job.0 - 1) as usize;
             self.queue

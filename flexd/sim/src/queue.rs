@@ -11,7 +11,7 @@
 //! (kept as a running sum). Any other setup (fair share, which changes priorities at every
 //! pass, or an aging with fractions of a second) sorts the queue at each pass, as before.
 
-use flex_sched::{sort_queue, Load, Order, PendingJob, Policy, Time};
+use flex_sched::{sort_queue, Load, Order, PendingJob, Policy, PolicyKind, Time};
 use std::collections::BTreeSet;
 
 /// How the queue's order is kept.
@@ -40,6 +40,11 @@ pub(crate) struct Queue {
     work: u128,
     /// The model's units, for the backlog.
     units: u64,
+    /// The last job the last pass read, when it left jobs unread and its decisions can repeat
+    /// (see [`Queue::examined`]).
+    frontier: Option<(i128, usize)>,
+    /// A job was queued at or before `frontier` since.
+    ahead: bool,
 }
 
 impl Queue {
@@ -61,6 +66,8 @@ impl Queue {
             by_limit: BTreeSet::new(),
             work: 0,
             units,
+            frontier: None,
+            ahead: false,
         }
     }
 
@@ -75,7 +82,9 @@ impl Queue {
 
     /// Queue job `k`, submitted at `submit`.
     pub(crate) fn push(&mut self, k: usize, job: &PendingJob, submit: Time) {
-        self.ranked.insert((self.rank(job, submit), k));
+        let key = (self.rank(job, submit), k);
+        self.ahead |= self.frontier.is_some_and(|f| key <= f);
+        self.ranked.insert(key);
         if self.how == How::Adaptive {
             self.by_limit.insert((-limit(job), k));
             self.work += work(job);
@@ -89,6 +98,29 @@ impl Queue {
             self.by_limit.remove(&(-limit(job), k));
             self.work -= work(job);
         }
+    }
+
+    /// The last pass read the first `n` jobs of the queue and started none. Its decisions hold
+    /// again at a later time as long as nothing is freed or started (the caller knows) and no job
+    /// is queued among those `n`: under FIFO and EASY backfilling a job that did not start
+    /// cannot start later on the same free state (a job's end only moves away from the head's
+    /// reservation as time passes), the head's reservation comes from the running jobs' ends,
+    /// and the jobs after the `n` are not read. This holds only for an order fixed over time;
+    /// conservative backfilling plans from `now` and is always run.
+    pub(crate) fn examined(&mut self, n: usize) {
+        self.ahead = false;
+        self.frontier = match (self.how, self.policy.kind) {
+            (How::Ranked, PolicyKind::Fifo | PolicyKind::Backfill) if n < self.ranked.len() => n
+                .checked_sub(1)
+                .and_then(|i| self.ranked.iter().nth(i).copied()),
+            _ => None,
+        };
+    }
+
+    /// Whether the last pass's decisions hold (see [`Queue::examined`]) as far as the queue
+    /// goes.
+    pub(crate) fn unchanged(&self) -> bool {
+        self.frontier.is_some() && !self.ahead
     }
 
     /// A job's fixed rank: its key at time 0 (see the module doc), 0 in submission order.
