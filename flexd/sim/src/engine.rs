@@ -19,7 +19,7 @@ use flex_sched::{
 };
 use gres_plugin::{JobId, Request};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 
 /// How a run is set up besides the model and the trace.
 #[derive(Clone, Debug)]
@@ -220,11 +220,8 @@ impl<'a, M: SimModel> Run<'a, M> {
             },
         };
         let (mut jobs, trace_of) = admit(&model, trace, &mut out.not_run);
-        let (user_ix, names) = crate::fairness::users(trace);
-        let user_of = trace_of
-            .iter()
-            .map(|&i| user_ix[&trace.jobs[i].id])
-            .collect();
+        let (user_ix, names) = crate::fairness::user_of(trace);
+        let user_of = trace_of.iter().map(|&i| user_ix[i]).collect();
         let interference = cfg.exec.interference(M::KIND);
         for j in &mut jobs {
             let least = model.min_factor(&j.pending, &cfg.exec) * interference;
@@ -517,6 +514,9 @@ fn admit<M: SimModel>(
     order.sort_by_key(|&i| (trace.jobs[i].submit_s, i));
     let mut jobs: Vec<Job> = Vec::with_capacity(order.len());
     let mut trace_of: Vec<usize> = Vec::with_capacity(order.len());
+    // Jobs are told apart only by id beyond these fields, so each distinct one is admitted
+    // once (admission places the job on idle hardware): its answer and its need.
+    let mut seen: HashMap<(u32, Option<u64>, u64, JobKind), Result<u32, String>> = HashMap::new();
     for &i in &order {
         let t = &trace.jobs[i];
         let pending = PendingJob {
@@ -528,12 +528,23 @@ fn admit<M: SimModel>(
             priority: 0,
             kind: t.kind,
         };
-        if let Err(reason) = model.admit(&pending) {
-            not_run.push(NotRun { id: t.id, reason });
-            continue;
-        }
+        let r = &pending.request;
+        let shape = (t.leaves, r.mem_bytes, r.time_limit_s, t.kind);
+        let need = match seen
+            .entry(shape)
+            .or_insert_with(|| model.admit(&pending).map(|()| model.need(&pending)))
+        {
+            Ok(need) => *need,
+            Err(reason) => {
+                not_run.push(NotRun {
+                    id: t.id,
+                    reason: reason.clone(),
+                });
+                continue;
+            }
+        };
         jobs.push(Job {
-            need: model.need(&pending),
+            need,
             pending,
             submit: t.submit_s,
             duration_s: t.duration_s,

@@ -114,18 +114,27 @@ impl Priority {
 /// Each trace job's user as a number (users in order of first appearance; no `user`: one user
 /// ""), and the names.
 pub fn users(trace: &Trace) -> (HashMap<u64, u32>, Vec<String>) {
+    let (of, names) = user_of(trace);
+    let by_id = trace.jobs.iter().zip(of).map(|(j, u)| (j.id, u)).collect();
+    (by_id, names)
+}
+
+/// [`users`] by position in the trace.
+pub fn user_of(trace: &Trace) -> (Vec<u32>, Vec<String>) {
     let mut names: Vec<String> = Vec::new();
     let mut index: HashMap<&str, u32> = HashMap::new();
-    let mut of = HashMap::new();
-    for j in &trace.jobs {
-        let name = j.user.as_deref().unwrap_or("");
-        let next = names.len() as u32;
-        let k = *index.entry(name).or_insert_with(|| {
-            names.push(name.to_string());
-            next
-        });
-        of.insert(j.id, k);
-    }
+    let of = trace
+        .jobs
+        .iter()
+        .map(|j| {
+            let name = j.user.as_deref().unwrap_or("");
+            let next = names.len() as u32;
+            *index.entry(name).or_insert_with(|| {
+                names.push(name.to_string());
+                next
+            })
+        })
+        .collect();
     (of, names)
 }
 

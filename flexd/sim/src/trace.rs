@@ -115,16 +115,22 @@ impl Trace {
         let header_line = headers.position().map_or(1, |p| lines.line_at(p.byte()));
         let cols = Columns::find(&headers, origin, header_line)?;
 
-        let mut jobs = Vec::new();
-        let mut first_line = HashMap::new();
-        for rec in rdr.records() {
-            let rec = rec.map_err(|e| bad(lines.of_error(&e, 0), csv_message(&e)))?;
+        let rows = lines.newlines.len();
+        let mut jobs = Vec::with_capacity(rows);
+        let mut first_at = HashMap::with_capacity(rows);
+        // One record reused for every row; line numbers are found only for an error.
+        let mut rec = csv::StringRecord::new();
+        while rdr
+            .read_record(&mut rec)
+            .map_err(|e| bad(lines.of_error(&e, 0), csv_message(&e)))?
+        {
             let row = Row {
                 rec: &rec,
-                line: rec.position().map_or(0, |p| lines.line_at(p.byte())),
+                at: rec.position().map(|p| p.byte()),
+                lines: &lines,
                 origin,
             };
-            jobs.push(row.job(&cols, &mut first_line)?);
+            jobs.push(row.job(&cols, &mut first_at)?);
         }
         if jobs.is_empty() {
             return Err(bad(header_line, "the trace has no jobs".into()));
@@ -214,6 +220,11 @@ impl<'d> LineIndex<'d> {
         1 + self.newlines.partition_point(|&n| n < b) as u64
     }
 
+    /// The line of the record at `at`, 0 where it is not known.
+    fn line(&self, at: Option<u64>) -> u64 {
+        at.map_or(0, |b| self.line_at(b))
+    }
+
     /// The line a csv error is about; `unknown` where it names no position.
     fn of_error(&self, e: &csv::Error, unknown: u64) -> u64 {
         csv_byte(e).map_or(unknown, |b| self.line_at(b))
@@ -264,24 +275,27 @@ impl Columns {
 /// One record of a trace, with the line it is on for errors.
 struct Row<'r> {
     rec: &'r csv::StringRecord,
-    line: u64,
+    /// Where the record starts in the text.
+    at: Option<u64>,
+    lines: &'r LineIndex<'r>,
     origin: &'r str,
 }
 
 impl<'r> Row<'r> {
-    /// The job of this row. `first_line` holds the line of every job_id seen so far; a job_id
-    /// seen before is an error.
+    /// The job of this row. `first_at` holds where every job_id seen so far is; a job_id seen
+    /// before is an error.
     fn job(
         &self,
         cols: &Columns,
-        first_line: &mut HashMap<u64, u64>,
+        first_at: &mut HashMap<u64, Option<u64>>,
     ) -> Result<TraceJob, TraceError> {
         let [id_col, submit_col, leaves_col, duration_col, kind_col] = cols.required;
         let id_s = self.field(id_col);
         let id: u64 = id_s
             .parse()
             .map_err(|_| self.err("job_id", id_s, "is not a whole number"))?;
-        if let Some(prev) = first_line.insert(id, self.line) {
+        if let Some(prev) = first_at.insert(id, self.at) {
+            let prev = self.lines.line(prev);
             return Err(self.err(
                 "job_id",
                 id_s,
@@ -339,7 +353,7 @@ impl<'r> Row<'r> {
     fn err(&self, name: &str, value: &str, why: &str) -> TraceError {
         TraceError::Bad {
             origin: self.origin.to_string(),
-            line: self.line,
+            line: self.lines.line(self.at),
             message: format!("{name} \"{value}\" {why}"),
         }
     }
@@ -383,6 +397,14 @@ pub fn kind_name(k: JobKind) -> &'static str {
 
 /// Seconds from a decimal, rounded up; zero only where `zero_ok`.
 fn seconds(s: &str, zero_ok: bool) -> Result<u64, &'static str> {
+    // Whole seconds, the common case, without going through a float.
+    if let Ok(whole) = s.parse::<u64>() {
+        return match whole {
+            w if w as f64 > MAX_SECONDS => Err("is more than ten years"),
+            0 if !zero_ok => Err("must be more than 0 seconds"),
+            w => Ok(w),
+        };
+    }
     let v: f64 = s.parse().map_err(|_| "is not a number of seconds")?;
     if !v.is_finite() || v < 0.0 {
         return Err("must be a number of seconds, 0 or more");
