@@ -503,6 +503,9 @@ impl<'a, M: SimModel> Run<'a, M> {
     }
 }
 
+/// What tells a trace's jobs apart besides their ids: leaves, memory, limit and kind.
+type Shape = (u32, Option<u64>, u64, JobKind);
+
 /// The trace's jobs in submission order (ties in file order) as the core's pending jobs, those
 /// the model admits; with each one's index in the trace. The others go to `not_run`.
 fn admit<M: SimModel>(
@@ -516,7 +519,7 @@ fn admit<M: SimModel>(
     let mut trace_of: Vec<usize> = Vec::with_capacity(order.len());
     // Jobs are told apart only by id beyond these fields, so each distinct one is admitted
     // once (admission places the job on idle hardware): its answer and its need.
-    let mut seen: HashMap<(u32, Option<u64>, u64, JobKind), Result<u32, String>> = HashMap::new();
+    let mut seen: HashMap<Shape, Result<u32, String>> = HashMap::new();
     for &i in &order {
         let t = &trace.jobs[i];
         let pending = PendingJob {

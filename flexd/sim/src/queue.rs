@@ -50,7 +50,7 @@ pub(crate) struct Queue {
 impl Queue {
     /// An empty queue for `policy`; `prioritized` when priorities change between passes.
     pub(crate) fn new(policy: &Policy, prioritized: bool, units: u64) -> Self {
-        let whole = policy.aging_pct % 100 == 0;
+        let whole = policy.aging_pct.is_multiple_of(100);
         let how = match policy.order {
             _ if prioritized => How::Sorted,
             Order::Submit => How::Ranked,
