@@ -190,8 +190,9 @@ struct Run<'a, M: SimModel> {
     frag: Vec<usize>,
     /// When waiting was last accounted.
     last_t: Time,
-    /// Trace ids of jobs that ended (for the trace's `after` dependencies).
-    ended: HashSet<u64>,
+    /// Trace ids of jobs that ended, for the trace's `after` dependencies (None when no job
+    /// has any).
+    ended: Option<HashSet<u64>>,
     /// Arrived jobs that wait for their dependencies.
     blocked: Vec<usize>,
     /// The last pass started nothing and nothing was freed since: with the queue unchanged
@@ -245,7 +246,11 @@ impl<'a, M: SimModel> Run<'a, M> {
             next_arrival: 0,
             frag: Vec::new(),
             last_t: 0,
-            ended: HashSet::new(),
+            ended: trace
+                .jobs
+                .iter()
+                .any(|j| !j.after.is_empty())
+                .then(HashSet::new),
             blocked: Vec::new(),
             settled: false,
         }
@@ -319,7 +324,9 @@ impl<'a, M: SimModel> Run<'a, M> {
             self.usage
                 .charge(self.user_of[k], self.jobs[k].slices, start, t, f);
         }
-        self.ended.insert(self.trace.jobs[self.trace_of[k]].id);
+        if let Some(ended) = &mut self.ended {
+            ended.insert(self.trace.jobs[self.trace_of[k]].id);
+        }
         true
     }
 
@@ -342,7 +349,7 @@ impl<'a, M: SimModel> Run<'a, M> {
             let ready = trace.jobs[trace_of[k]]
                 .after
                 .iter()
-                .all(|d| ended.contains(d));
+                .all(|d| ended.as_ref().is_some_and(|e| e.contains(d)));
             if ready {
                 queue.push(k, &jobs[k].pending, jobs[k].submit);
             }
