@@ -105,7 +105,9 @@ impl Trace {
             message,
         };
         let mut rdr = csv::ReaderBuilder::new()
-            .trim(csv::Trim::All)
+            // Fields are trimmed as they are read (`Row::field`): the csv crate's own trimming
+            // copies every record.
+            .trim(csv::Trim::Headers)
             .comment(Some(b'#'))
             .from_reader(data.as_slice());
         let headers = rdr
@@ -339,9 +341,9 @@ impl<'r> Row<'r> {
         })
     }
 
-    /// The field in column `i`, empty where the record is short.
+    /// The field in column `i`, trimmed; empty where the record is short.
     fn field(&self, i: usize) -> &'r str {
-        self.rec.get(i).unwrap_or("")
+        self.rec.get(i).unwrap_or("").trim()
     }
 
     /// An optional column's field; None where the column is absent or the field empty.
