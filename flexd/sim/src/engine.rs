@@ -346,10 +346,10 @@ impl<'a, M: SimModel> Run<'a, M> {
         let (trace, trace_of, ended) = (self.trace, &self.trace_of, &self.ended);
         let (jobs, queue) = (&self.jobs, &mut self.queue);
         self.blocked.retain(|&k| {
-            let ready = trace.jobs[trace_of[k]]
-                .after
-                .iter()
-                .all(|d| ended.as_ref().is_some_and(|e| e.contains(d)));
+            // No job of the trace has dependencies when nothing tracks the ended ones.
+            let ready = ended
+                .as_ref()
+                .is_none_or(|e| trace.jobs[trace_of[k]].after.iter().all(|d| e.contains(d)));
             if ready {
                 queue.push(k, &jobs[k].pending, jobs[k].submit);
             }

@@ -11,6 +11,7 @@
 
 use flex_sched::JobKind;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -117,9 +118,9 @@ impl Trace {
         let header_line = headers.position().map_or(1, |p| lines.line_at(p.byte()));
         let cols = Columns::find(&headers, origin, header_line)?;
 
-        let rows = lines.newlines.len();
+        let rows = data.iter().filter(|&&c| c == b'\n').count();
         let mut jobs = Vec::with_capacity(rows);
-        let mut first_at = HashMap::with_capacity(rows);
+        let mut first_at = IdMap::with_capacity_and_hasher(rows, Default::default());
         // One record reused for every row; line numbers are found only for an error.
         let mut rec = csv::StringRecord::new();
         while rdr
@@ -188,19 +189,42 @@ impl Trace {
     }
 }
 
+/// A map keyed by job id.
+pub type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+
+/// A hash of job ids with one multiply (FxHash's): ids come from a trace, and a hash that
+/// resists chosen collisions costs more than reading the trace.
+#[derive(Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
 /// Line numbers of byte offsets in a trace's text.
 ///
 /// The csv crate counts neither comment lines nor blank lines, and a record's position may be
-/// at the comments before it: those are skipped, then the newlines before it counted.
+/// at the comments before it: those are skipped, then the newlines before it counted (only
+/// for an error or the header, so they are counted then).
 struct LineIndex<'d> {
     data: &'d [u8],
-    newlines: Vec<usize>,
 }
 
 impl<'d> LineIndex<'d> {
     fn new(data: &'d [u8]) -> Self {
-        let newlines = (0..data.len()).filter(|&i| data[i] == b'\n').collect();
-        Self { data, newlines }
+        Self { data }
     }
 
     /// The line (from 1) of the record at `byte`.
@@ -219,7 +243,7 @@ impl<'d> LineIndex<'d> {
                 break;
             }
         }
-        1 + self.newlines.partition_point(|&n| n < b) as u64
+        1 + data[..b].iter().filter(|&&c| c == b'\n').count() as u64
     }
 
     /// The line of the record at `at`, 0 where it is not known.
@@ -289,7 +313,7 @@ impl<'r> Row<'r> {
     fn job(
         &self,
         cols: &Columns,
-        first_at: &mut HashMap<u64, Option<u64>>,
+        first_at: &mut IdMap<Option<u64>>,
     ) -> Result<TraceJob, TraceError> {
         let [id_col, submit_col, leaves_col, duration_col, kind_col] = cols.required;
         let id_s = self.field(id_col);
