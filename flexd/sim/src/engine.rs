@@ -13,13 +13,14 @@
 use super::exec_model::{run_time, ExecModel};
 use super::models::{ModelKind, SimModel};
 use super::queue::Queue;
-use super::trace::Trace;
+use super::trace::{IdHasher, Trace};
 use flex_sched::{
     schedule_ordered, JobKind, Pending, PendingJob, Policy, Reason, RunningJob, Start, Time,
 };
 use gres_plugin::{JobId, Request};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 
 /// How a run is set up besides the model and the trace.
 #[derive(Clone, Debug)]
@@ -526,7 +527,8 @@ fn admit<M: SimModel>(
     let mut trace_of: Vec<usize> = Vec::with_capacity(order.len());
     // Jobs are told apart only by id beyond these fields, so each distinct one is admitted
     // once (admission places the job on idle hardware): its answer and its need.
-    let mut seen: HashMap<Shape, Result<u32, String>> = HashMap::new();
+    let mut seen: HashMap<Shape, Result<u32, String>, BuildHasherDefault<IdHasher>> =
+        HashMap::default();
     for &i in &order {
         let t = &trace.jobs[i];
         let pending = PendingJob {

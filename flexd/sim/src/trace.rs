@@ -192,8 +192,8 @@ impl Trace {
 /// A map keyed by job id.
 pub type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
 
-/// A hash of job ids with one multiply (FxHash's): ids come from a trace, and a hash that
-/// resists chosen collisions costs more than reading the trace.
+/// A hash of job ids (and other small keys of a trace) with one multiply per word (FxHash's):
+/// they come from a trace, and a hash that resists chosen collisions costs more than reading it.
 #[derive(Default)]
 pub struct IdHasher(u64);
 
@@ -206,6 +206,10 @@ impl Hasher for IdHasher {
         for &b in bytes {
             self.write_u64(u64::from(b));
         }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
     }
 
     fn write_u64(&mut self, n: u64) {
