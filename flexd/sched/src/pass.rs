@@ -39,8 +39,8 @@ pub fn schedule_with<M: Model>(
     };
     sort_queue(&mut order, policy, now, &submitted, load);
     let mut jobs = order.into_iter();
-    let mut out = schedule_ordered(model, &mut jobs, running, now, policy);
-    out.pending.reserve(jobs.len());
+    // Every job is listed: room for all of them from the start.
+    let mut out = pass_in_order(model, &mut jobs, running, now, policy, queue.len());
     jobs.for_each(|job| behind_window(job, &mut out));
     out
 }
@@ -59,11 +59,23 @@ pub fn schedule_ordered<'q, M: Model>(
     now: Time,
     policy: &Policy,
 ) -> Decisions<M::Placement> {
+    pass_in_order(model, jobs, running, now, policy, 0)
+}
+
+/// [`schedule_ordered`] with room for `listed` pending jobs.
+fn pass_in_order<'q, M: Model>(
+    model: &M,
+    jobs: &mut impl Iterator<Item = &'q PendingJob>,
+    running: &[RunningJob<M::Placement>],
+    now: Time,
+    policy: &Policy,
+    listed: usize,
+) -> Decisions<M::Placement> {
     let mut state = model.clone();
     let mut out = Decisions {
         starts: Vec::new(),
         reservation: None,
-        pending: Vec::new(),
+        pending: Vec::with_capacity(listed),
     };
     // Resources held past now, by index: below `running.len()` a running job, above it a job
     // this pass starts (borrowed, not copied: a pass over thousands of running jobs stays cheap).
