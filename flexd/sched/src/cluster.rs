@@ -145,6 +145,10 @@ impl Model for Cluster {
     }
 
     fn place_after_release(&self, job: &PendingJob, released: &Allocation) -> Option<Allocation> {
+        // As `place`: a host with less free share than the bound cannot hold the job.
+        if self.hosts[released.host.0 as usize].free_root() < place::lower_bound(&job.request) {
+            return None;
+        }
         self.place_on(released.host, &job.request)
     }
 

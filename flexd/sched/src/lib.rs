@@ -7,7 +7,9 @@
 //!   baselines in as other models.
 //! - [`schedule`] is the pass: FIFO, aggressive (EASY) or conservative backfilling with a
 //!   window of K, over the queue in a [`Order`] (submission, shortest or longest limit first
-//!   with aging, or Flex's adaptive order); [`schedule_with`] also takes submission times.
+//!   with aging, or Flex's adaptive order); [`schedule_with`] also takes submission times, and
+//!   [`schedule_ordered`] takes a queue already in order and reads only what the pass looks at
+//!   (flexsim, whose queue grows long, keeps it in order between passes).
 //! - [`fairshare`]: the multifactor priority's arithmetic (decayed usage, fair share, weights),
 //!   which flexd and flexsim use to compute [`PendingJob::priority`] before a pass.
 //! - [`PolicyKeys`] parses the policy keys of flexd.toml, for flexd and flexsim alike.
@@ -28,7 +30,7 @@ pub use cluster::Cluster;
 pub use config::ClusterConfig;
 pub use keys::PolicyKeys;
 pub use order::{sort_queue, Load, Order};
-pub use pass::{estimate_starts, schedule, schedule_with};
+pub use pass::{estimate_starts, schedule, schedule_ordered, schedule_with};
 
 use gres_plugin::{JobId, Request};
 use serde::{Deserialize, Serialize};

@@ -38,12 +38,44 @@ pub fn schedule_with<M: Model>(
         },
     };
     sort_queue(&mut order, policy, now, &submitted, load);
+    let mut jobs = order.into_iter();
+    // Every job is listed: room for all of them from the start.
+    let mut out = pass_in_order(model, &mut jobs, running, now, policy, queue.len());
+    jobs.for_each(|job| behind_window(job, &mut out));
+    out
+}
 
+/// One pass over a queue already in the policy's order (as [`sort_queue`] puts it), for a
+/// caller that keeps its queue ordered between passes. It reads only the jobs the policy looks
+/// at: those that start in order, the head, the unsatisfiable ones before it, and the backfill
+/// window behind it. The jobs left in `jobs` after it returns all wait behind the window
+/// (reason [`Reason::Priority`], no estimated start) and are not listed in `pending`;
+/// [`schedule_with`] is this pass followed by listing them. A pass so costs the same whatever
+/// the length of the queue.
+pub fn schedule_ordered<'q, M: Model>(
+    model: &M,
+    jobs: &mut impl Iterator<Item = &'q PendingJob>,
+    running: &[RunningJob<M::Placement>],
+    now: Time,
+    policy: &Policy,
+) -> Decisions<M::Placement> {
+    pass_in_order(model, jobs, running, now, policy, 0)
+}
+
+/// [`schedule_ordered`] with room for `listed` pending jobs.
+fn pass_in_order<'q, M: Model>(
+    model: &M,
+    jobs: &mut impl Iterator<Item = &'q PendingJob>,
+    running: &[RunningJob<M::Placement>],
+    now: Time,
+    policy: &Policy,
+    listed: usize,
+) -> Decisions<M::Placement> {
     let mut state = model.clone();
     let mut out = Decisions {
         starts: Vec::new(),
         reservation: None,
-        pending: Vec::with_capacity(order.len()),
+        pending: Vec::with_capacity(listed),
     };
     // Resources held past now, by index: below `running.len()` a running job, above it a job
     // this pass starts (borrowed, not copied: a pass over thousands of running jobs stays cheap).
@@ -53,11 +85,10 @@ pub fn schedule_with<M: Model>(
         .map(|(i, r)| (r.expected_end.max(now), i))
         .collect();
 
-    let mut jobs = order.into_iter();
     let Some(Head {
         job: head,
         reservation,
-    }) = start_in_order(&mut state, &mut jobs, running, &mut ends, now, &mut out)
+    }) = start_in_order(&mut state, jobs, running, &mut ends, now, &mut out)
     else {
         return out;
     };
@@ -68,14 +99,13 @@ pub fn schedule_with<M: Model>(
     });
     let Some((t, shadow)) = reservation else {
         // With no reservation to protect the head, no job behind it may pass it.
-        jobs.for_each(|job| behind_window(job, &mut out));
         return out;
     };
     out.reservation = Some(Reservation {
         job: head.id,
         start: t,
     });
-    let window = backfill_window(policy);
+    let window = jobs.take(backfill_window(policy));
     if policy.kind == PolicyKind::Conservative {
         let plan = Plan {
             running,
@@ -83,9 +113,9 @@ pub fn schedule_with<M: Model>(
             now,
             reserved: vec![(t, t + head.request.time_limit_s, head)],
         };
-        conservative(state, plan, jobs, window, &mut out);
+        conservative(state, plan, window, &mut out);
     } else {
-        backfill(state, head, (t, shadow), jobs, window, now, &mut out);
+        backfill(state, head, (t, shadow), window, now, &mut out);
     }
     out
 }
@@ -168,7 +198,7 @@ fn behind_window<P>(job: &PendingJob, out: &mut Decisions<P>) {
     });
 }
 
-/// Aggressive (EASY) backfilling over the window behind the head, reserved at `shadow_time`:
+/// Aggressive (EASY) backfilling over `jobs`, the window behind the head, reserved at `shadow_time`:
 /// a job starts now when it fits and either ends by then or leaves the head room at it, checked
 /// on `shadow`, the free state at the reservation, which keeps what such jobs take.
 fn backfill<'a, M: Model>(
@@ -176,15 +206,10 @@ fn backfill<'a, M: Model>(
     head: &PendingJob,
     (shadow_time, mut shadow): (Time, M),
     jobs: impl Iterator<Item = &'a PendingJob>,
-    window: usize,
     now: Time,
     out: &mut Decisions<M::Placement>,
 ) {
-    for (examined, job) in jobs.enumerate() {
-        if examined >= window {
-            behind_window(job, out);
-            continue;
-        }
+    for job in jobs {
         let reason = match state.place(job) {
             None => Reason::Resources,
             Some(p) => {
@@ -220,14 +245,14 @@ fn backfill<'a, M: Model>(
 
 /// What conservative backfilling plans with: the jobs holding resources now (running, and
 /// started by this pass) with their ends, and the reservations made so far (start, end, job).
-struct Plan<'a, P> {
-    running: &'a [RunningJob<P>],
+struct Plan<'r, 'a, P> {
+    running: &'r [RunningJob<P>],
     ends: Vec<(Time, usize)>,
     now: Time,
     reserved: Vec<(Time, Time, &'a PendingJob)>,
 }
 
-impl<P> Plan<'_, P> {
+impl<P> Plan<'_, '_, P> {
     fn held<'b>(&'b self, i: usize, starts: &'b [Start<P>]) -> &'b P {
         match i.checked_sub(self.running.len()) {
             None => &self.running[i].placement,
@@ -236,7 +261,7 @@ impl<P> Plan<'_, P> {
     }
 }
 
-/// Conservative backfilling over the window behind the head (already reserved in `plan`):
+/// Conservative backfilling over `jobs`, the window behind the head (already reserved in `plan`):
 /// each job starts now when that delays no reservation, else gets the earliest reservation
 /// that delays none. Feasibility is checked at every instant where the set of holders grows
 /// inside the job's run (its own start and each later reservation's start), by placing, on the
@@ -244,17 +269,12 @@ impl<P> Plan<'_, P> {
 /// the job. Between those instants holders only leave.
 fn conservative<'a, M: Model>(
     mut state: M,
-    mut plan: Plan<'a, M::Placement>,
+    mut plan: Plan<'_, 'a, M::Placement>,
     jobs: impl Iterator<Item = &'a PendingJob>,
-    window: usize,
     out: &mut Decisions<M::Placement>,
 ) {
     let now = plan.now;
-    for (examined, job) in jobs.enumerate() {
-        if examined >= window {
-            behind_window(job, out);
-            continue;
-        }
+    for job in jobs {
         let limit = job.request.time_limit_s;
         if let Some(p) = state.place(job) {
             let clear = plan
@@ -322,7 +342,7 @@ fn conservative<'a, M: Model>(
 /// at `t` and then `job` (placed anywhere), or with `held` (a placement from now on) occupied.
 fn feasible<M: Model>(
     state: &M,
-    plan: &Plan<'_, M::Placement>,
+    plan: &Plan<'_, '_, M::Placement>,
     starts: &[Start<M::Placement>],
     t: Time,
     job: Option<&PendingJob>,
@@ -340,7 +360,7 @@ fn feasible<M: Model>(
 /// [`feasible`] on `s`, the free state at `t` already.
 fn holds<M: Model>(
     mut s: M,
-    plan: &Plan<'_, M::Placement>,
+    plan: &Plan<'_, '_, M::Placement>,
     t: Time,
     job: Option<&PendingJob>,
     held: Option<&M::Placement>,

@@ -4,13 +4,17 @@
 //!   category and kind, 59-64 jobs each), Flex-MIG with backfilling (window 14); Dynamic- and
 //!   Static-MIG and FIFO alongside for reference;
 //! - scale: 1,000 hosts of eight H100-80GB × 7 leaves (56,000 leaves, one shared host model),
-//!   one long trace offered at the cluster's capacity.
+//!   one long trace offered at the cluster's capacity;
+//! - one long trace on the paper's host: 300,000 jobs, as `flexsim gen --category balanced
+//!   --kind mixed --seed 7 --jobs 300000` writes them, read from the file and replayed, metrics
+//!   included, as `flexsim run --trace` does (at load 1 its queue grows to tens of thousands).
 //!
-//! Trace generation is outside the timed part. Run with `cargo bench -p flexsim --bench flexsim`.
+//! Trace generation is outside the timed part (but not reading the file in the last case). Run
+//! with `cargo bench -p flexsim --bench flexsim`.
 
 use flex_sched::{Order, Policy};
 use flexsim::gen::{generate, Category, GenSpec, KindMix};
-use flexsim::metrics::policy_name;
+use flexsim::metrics::{policy_name, Metrics};
 use flexsim::models::{Hardware, ModelKind};
 use flexsim::{SimConfig, Trace};
 use std::time::Instant;
@@ -34,6 +38,41 @@ fn measure(
         }
     }
     (jobs as f64 / start.elapsed().as_secs_f64(), jobs, passes)
+}
+
+/// Write the long trace to a file, then read it and replay it as `flexsim run` does: jobs/s
+/// over the whole, and the time of each part.
+fn long_trace(hw: &Hardware, jobs: usize) {
+    let trace = generate(&GenSpec {
+        jobs: Some(jobs),
+        ..GenSpec::paper(Category::Balanced, KindMix::Mixed, 7, hw.total_leaves())
+    })
+    .expect("trace");
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    trace
+        .write(std::io::BufWriter::new(file.as_file()))
+        .expect("write");
+    let policy = Policy::backfill(14);
+    let start = Instant::now();
+    let read = Trace::read(file.path()).expect("read");
+    let t_read = start.elapsed();
+    let r = hw
+        .run(ModelKind::Fm, &read, &SimConfig::new(policy))
+        .expect("runs");
+    let t_run = start.elapsed() - t_read;
+    std::hint::black_box(Metrics::of(&r));
+    let total = start.elapsed();
+    println!(
+        "long trace: a100-40gb-x2, balanced mixed seed 7, read from a file and replayed\n  \
+         fm {:<22} {jobs:>8} jobs {:>8} passes {:>12.0} jobs/s (read {:.2} s, replay {:.2} s, \
+         total {:.2} s)",
+        policy_name(&policy),
+        r.passes,
+        jobs as f64 / total.as_secs_f64(),
+        t_read.as_secs_f64(),
+        t_run.as_secs_f64(),
+        total.as_secs_f64()
+    );
 }
 
 fn main() {
@@ -91,4 +130,6 @@ fn main() {
         let p = policy_name(&policy);
         println!("  fm {p:<22} {jobs:>8} jobs {passes:>8} passes {rate:>12.0} jobs/s");
     }
+
+    long_trace(&hw, if full { 300_000 } else { 3_000 });
 }

@@ -12,13 +12,15 @@
 
 use super::exec_model::{run_time, ExecModel};
 use super::models::{ModelKind, SimModel};
-use super::trace::Trace;
+use super::queue::Queue;
+use super::trace::{IdHasher, Trace};
 use flex_sched::{
-    schedule_with, JobKind, Pending, PendingJob, Policy, Reason, RunningJob, Start, Time,
+    schedule_ordered, JobKind, Pending, PendingJob, Policy, Reason, RunningJob, Start, Time,
 };
 use gres_plugin::{JobId, Request};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 
 /// How a run is set up besides the model and the trace.
 #[derive(Clone, Debug)]
@@ -177,8 +179,8 @@ struct Run<'a, M: SimModel> {
     usage: crate::fairness::Usage,
     /// The execution-time factor of interference under this model.
     interference: f64,
-    /// Jobs eligible to start, as the core sees them.
-    queue: Vec<PendingJob>,
+    /// Jobs eligible to start, in the policy's order.
+    queue: Queue,
     running: Vec<RunningJob<M::Placement>>,
     /// The job of each entry of `running`.
     running_job: Vec<usize>,
@@ -189,10 +191,14 @@ struct Run<'a, M: SimModel> {
     frag: Vec<usize>,
     /// When waiting was last accounted.
     last_t: Time,
-    /// Trace ids of jobs that ended (for the trace's `after` dependencies).
-    ended: HashSet<u64>,
+    /// Trace ids of jobs that ended, for the trace's `after` dependencies (None when no job
+    /// has any).
+    ended: Option<HashSet<u64>>,
     /// Arrived jobs that wait for their dependencies.
     blocked: Vec<usize>,
+    /// The last pass started nothing and nothing was freed since: with the queue unchanged
+    /// where that pass read it ([`Queue::unchanged`]), a pass now would decide the same.
+    settled: bool,
 }
 
 impl<'a, M: SimModel> Run<'a, M> {
@@ -216,16 +222,14 @@ impl<'a, M: SimModel> Run<'a, M> {
             },
         };
         let (mut jobs, trace_of) = admit(&model, trace, &mut out.not_run);
-        let (user_ix, names) = crate::fairness::users(trace);
-        let user_of = trace_of
-            .iter()
-            .map(|&i| user_ix[&trace.jobs[i].id])
-            .collect();
+        let (user_ix, names) = crate::fairness::user_of(trace);
+        let user_of = trace_of.iter().map(|&i| user_ix[i]).collect();
         let interference = cfg.exec.interference(M::KIND);
         for j in &mut jobs {
             let least = model.min_factor(&j.pending, &cfg.exec) * interference;
             j.min_run_s = run_time(j.duration_s, least).min(j.pending.request.time_limit_s);
         }
+        let queue = Queue::new(&cfg.policy, cfg.fairshare.is_some(), model.units());
         Self {
             model,
             trace,
@@ -236,15 +240,20 @@ impl<'a, M: SimModel> Run<'a, M> {
             user_of,
             usage: crate::fairness::Usage::new(names.len()),
             interference,
-            queue: Vec::new(),
+            queue,
             running: Vec::new(),
             running_job: Vec::new(),
             events: BinaryHeap::new(),
             next_arrival: 0,
             frag: Vec::new(),
             last_t: 0,
-            ended: HashSet::new(),
+            ended: trace
+                .jobs
+                .iter()
+                .any(|j| !j.after.is_empty())
+                .then(HashSet::new),
             blocked: Vec::new(),
+            settled: false,
         }
     }
 
@@ -257,15 +266,22 @@ impl<'a, M: SimModel> Run<'a, M> {
 
     /// Everything that happens at `t`: events, arrivals, and a pass if anything changed.
     fn step(&mut self, t: Time) {
-        let mut changed = self.apply_events(t);
-        changed |= self.arrive(t);
+        let freed = self.apply_events(t);
+        self.settled &= !freed;
+        let changed = self.arrive(t) | freed;
         // Eligibility is decided before the pass, as flexd does.
         self.release_ready();
         if !changed {
             return;
         }
-        self.account_fragmentation(t);
+        let repeat = self.settled && self.queue.unchanged();
+        self.account_fragmentation(t, repeat);
         if self.queue.is_empty() {
+            return;
+        }
+        if repeat {
+            // The same decisions as the last pass: it is not run again, but counted.
+            self.out.passes += 1;
             return;
         }
         self.pass(t);
@@ -309,7 +325,9 @@ impl<'a, M: SimModel> Run<'a, M> {
             self.usage
                 .charge(self.user_of[k], self.jobs[k].slices, start, t, f);
         }
-        self.ended.insert(self.trace.jobs[self.trace_of[k]].id);
+        if let Some(ended) = &mut self.ended {
+            ended.insert(self.trace.jobs[self.trace_of[k]].id);
+        }
         true
     }
 
@@ -329,27 +347,29 @@ impl<'a, M: SimModel> Run<'a, M> {
         let (trace, trace_of, ended) = (self.trace, &self.trace_of, &self.ended);
         let (jobs, queue) = (&self.jobs, &mut self.queue);
         self.blocked.retain(|&k| {
-            let ready = trace.jobs[trace_of[k]]
-                .after
-                .iter()
-                .all(|d| ended.contains(d));
+            // No job of the trace has dependencies when nothing tracks the ended ones.
+            let ready = ended
+                .as_ref()
+                .is_none_or(|e| trace.jobs[trace_of[k]].after.iter().all(|d| e.contains(d)));
             if ready {
-                queue.push(jobs[k].pending.clone());
+                queue.push(k, &jobs[k].pending, jobs[k].submit);
             }
             !ready
         });
     }
 
     /// Charge the time since the last accounting to the jobs that waited with enough free
-    /// slices, and to the run when any did.
-    fn account_fragmentation(&mut self, t: Time) {
+    /// slices, and to the run when any did; `keep` them when they wait on as they did.
+    fn account_fragmentation(&mut self, t: Time, keep: bool) {
         for &k in &self.frag {
             self.jobs[k].ext_frag_s += t - self.last_t;
         }
         if !self.frag.is_empty() {
             self.out.ext_frag_time_s += t - self.last_t;
         }
-        self.frag.clear();
+        if !keep {
+            self.frag.clear();
+        }
         self.last_t = t;
     }
 
@@ -361,31 +381,31 @@ impl<'a, M: SimModel> Run<'a, M> {
                 let j = &jobs[rk];
                 (user_of[rk], j.slices, j.start.unwrap_or(t))
             });
-            let job = |p: &PendingJob| (p.id.0 - 1) as usize;
-            let (user, submit) = (
-                |p: &PendingJob| user_of[job(p)],
-                |p: &PendingJob| jobs[job(p)].submit,
-            );
-            self.usage
-                .prioritize(&mut self.queue, user, submit, held, t, f);
+            let priority = self.usage.priority(held, t, f);
+            for k in self.queue.jobs() {
+                let j = &mut self.jobs[k];
+                j.pending.priority = priority.of(self.user_of[k], j.submit);
+            }
         }
         let jobs = &self.jobs;
-        let d = schedule_with(
-            &self.model,
-            &self.queue,
-            &self.running,
-            t,
-            &self.cfg.policy,
-            |q| jobs[(q.id.0 - 1) as usize].submit,
-        );
+        let submitted = |q: &PendingJob| jobs[(q.id.0 - 1) as usize].submit;
+        let mut read = 0;
+        let mut order = self
+            .queue
+            .ordered(|k| &jobs[k].pending, submitted, t)
+            .inspect(|_| read += 1);
+        let d = schedule_ordered(&self.model, &mut order, &self.running, t, &self.cfg.policy);
+        drop(order);
         self.out.passes += 1;
-        for s in &d.starts {
-            self.start(s, t);
+        self.settled = d.starts.is_empty();
+        if self.settled {
+            self.queue.examined(read);
         }
-        if !d.starts.is_empty() {
-            let jobs = &self.jobs;
+        for s in &d.starts {
+            let k = (s.job.0 - 1) as usize;
             self.queue
-                .retain(|q| jobs[(q.id.0 - 1) as usize].start.is_none());
+                .remove(k, &self.jobs[k].pending, self.jobs[k].submit);
+            self.start(s, t);
         }
         self.note_fragmentation(&d.pending);
     }
@@ -491,6 +511,9 @@ impl<'a, M: SimModel> Run<'a, M> {
     }
 }
 
+/// What tells a trace's jobs apart besides their ids: leaves, memory, limit and kind.
+type Shape = (u32, Option<u64>, u64, JobKind);
+
 /// The trace's jobs in submission order (ties in file order) as the core's pending jobs, those
 /// the model admits; with each one's index in the trace. The others go to `not_run`.
 fn admit<M: SimModel>(
@@ -502,6 +525,10 @@ fn admit<M: SimModel>(
     order.sort_by_key(|&i| (trace.jobs[i].submit_s, i));
     let mut jobs: Vec<Job> = Vec::with_capacity(order.len());
     let mut trace_of: Vec<usize> = Vec::with_capacity(order.len());
+    // Jobs are told apart only by id beyond these fields, so each distinct one is admitted
+    // once (admission places the job on idle hardware): its answer and its need.
+    let mut seen: HashMap<Shape, Result<u32, String>, BuildHasherDefault<IdHasher>> =
+        HashMap::default();
     for &i in &order {
         let t = &trace.jobs[i];
         let pending = PendingJob {
@@ -513,12 +540,23 @@ fn admit<M: SimModel>(
             priority: 0,
             kind: t.kind,
         };
-        if let Err(reason) = model.admit(&pending) {
-            not_run.push(NotRun { id: t.id, reason });
-            continue;
-        }
+        let r = &pending.request;
+        let shape = (t.leaves, r.mem_bytes, r.time_limit_s, t.kind);
+        let need = match seen
+            .entry(shape)
+            .or_insert_with(|| model.admit(&pending).map(|()| model.need(&pending)))
+        {
+            Ok(need) => *need,
+            Err(reason) => {
+                not_run.push(NotRun {
+                    id: t.id,
+                    reason: reason.clone(),
+                });
+                continue;
+            }
+        };
         jobs.push(Job {
-            need: model.need(&pending),
+            need,
             pending,
             submit: t.submit_s,
             duration_s: t.duration_s,

@@ -62,6 +62,19 @@ impl Usage {
         now: u64,
         f: &FairShare,
     ) {
+        let priority = self.priority(running, now, f);
+        for p in queue {
+            p.priority = priority.of(user_of(p), submit_of(p));
+        }
+    }
+
+    /// The priorities at `now`. `running` lists (user, slices, start) of the running jobs.
+    pub fn priority(
+        &self,
+        running: impl Iterator<Item = (u32, u32, u64)>,
+        now: u64,
+        f: &FairShare,
+    ) -> Priority {
         let mut used: Vec<f64> = self
             .users
             .iter()
@@ -72,33 +85,63 @@ impl Usage {
         }
         let total: f64 = used.iter().sum();
         let n = used.len() as f64;
-        let factor: Vec<f64> = used.iter().map(|&u| fair_share(u, total, 1.0, n)).collect();
-        for p in queue {
-            let fs = Factors {
-                age: age_factor(submit_of(p), now, f.weights.max_age_s),
-                fairshare: factor[user_of(p) as usize],
-                ..Factors::default()
-            };
-            p.priority = fs.priority(&f.weights);
+        let factor = used.iter().map(|&u| fair_share(u, total, 1.0, n)).collect();
+        Priority { factor, now, f: *f }
+    }
+}
+
+/// The queued jobs' priorities at one time.
+#[derive(Debug)]
+pub struct Priority {
+    /// Each user's fair-share factor.
+    factor: Vec<f64>,
+    now: u64,
+    f: FairShare,
+}
+
+impl Priority {
+    /// The priority of a job of `user` submitted at `submit`.
+    pub fn of(&self, user: u32, submit: u64) -> i64 {
+        Factors {
+            age: age_factor(submit, self.now, self.f.weights.max_age_s),
+            fairshare: self.factor[user as usize],
+            ..Factors::default()
         }
+        .priority(&self.f.weights)
     }
 }
 
 /// Each trace job's user as a number (users in order of first appearance; no `user`: one user
 /// ""), and the names.
 pub fn users(trace: &Trace) -> (HashMap<u64, u32>, Vec<String>) {
+    let (of, names) = user_of(trace);
+    let by_id = trace.jobs.iter().zip(of).map(|(j, u)| (j.id, u)).collect();
+    (by_id, names)
+}
+
+/// [`users`] by position in the trace.
+pub fn user_of(trace: &Trace) -> (Vec<u32>, Vec<String>) {
     let mut names: Vec<String> = Vec::new();
     let mut index: HashMap<&str, u32> = HashMap::new();
-    let mut of = HashMap::new();
-    for j in &trace.jobs {
-        let name = j.user.as_deref().unwrap_or("");
-        let next = names.len() as u32;
-        let k = *index.entry(name).or_insert_with(|| {
-            names.push(name.to_string());
-            next
-        });
-        of.insert(j.id, k);
-    }
+    // Runs of one user (a trace without users is one run) skip the lookup.
+    let mut last: Option<(&str, u32)> = None;
+    let of = trace
+        .jobs
+        .iter()
+        .map(|j| {
+            let name = j.user.as_deref().unwrap_or("");
+            if let Some((_, k)) = last.filter(|(n, _)| *n == name) {
+                return k;
+            }
+            let next = names.len() as u32;
+            let k = *index.entry(name).or_insert_with(|| {
+                names.push(name.to_string());
+                next
+            });
+            last = Some((name, k));
+            k
+        })
+        .collect();
     (of, names)
 }
 

@@ -21,6 +21,7 @@ pub mod fairness;
 pub mod gen;
 pub mod metrics;
 pub mod models;
+mod queue;
 pub mod sweep;
 pub mod trace;
 

@@ -11,6 +11,7 @@
 
 use flex_sched::JobKind;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -105,7 +106,9 @@ impl Trace {
             message,
         };
         let mut rdr = csv::ReaderBuilder::new()
-            .trim(csv::Trim::All)
+            // Fields are trimmed as they are read (`Row::field`): the csv crate's own trimming
+            // copies every record.
+            .trim(csv::Trim::Headers)
             .comment(Some(b'#'))
             .from_reader(data.as_slice());
         let headers = rdr
@@ -115,16 +118,22 @@ impl Trace {
         let header_line = headers.position().map_or(1, |p| lines.line_at(p.byte()));
         let cols = Columns::find(&headers, origin, header_line)?;
 
-        let mut jobs = Vec::new();
-        let mut first_line = HashMap::new();
-        for rec in rdr.records() {
-            let rec = rec.map_err(|e| bad(lines.of_error(&e, 0), csv_message(&e)))?;
+        let rows = data.iter().filter(|&&c| c == b'\n').count();
+        let mut jobs = Vec::with_capacity(rows);
+        let mut first_at = IdMap::with_capacity_and_hasher(rows, Default::default());
+        // One record reused for every row; line numbers are found only for an error.
+        let mut rec = csv::StringRecord::new();
+        while rdr
+            .read_record(&mut rec)
+            .map_err(|e| bad(lines.of_error(&e, 0), csv_message(&e)))?
+        {
             let row = Row {
                 rec: &rec,
-                line: rec.position().map_or(0, |p| lines.line_at(p.byte())),
+                at: rec.position().map(|p| p.byte()),
+                lines: &lines,
                 origin,
             };
-            jobs.push(row.job(&cols, &mut first_line)?);
+            jobs.push(row.job(&cols, &mut first_at)?);
         }
         if jobs.is_empty() {
             return Err(bad(header_line, "the trace has no jobs".into()));
@@ -180,19 +189,46 @@ impl Trace {
     }
 }
 
+/// A map keyed by job id.
+pub type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+
+/// A hash of job ids (and other small keys of a trace) with one multiply per word (FxHash's):
+/// they come from a trace, and a hash that resists chosen collisions costs more than reading it.
+#[derive(Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
 /// Line numbers of byte offsets in a trace's text.
 ///
 /// The csv crate counts neither comment lines nor blank lines, and a record's position may be
-/// at the comments before it: those are skipped, then the newlines before it counted.
+/// at the comments before it: those are skipped, then the newlines before it counted (only
+/// for an error or the header, so they are counted then).
 struct LineIndex<'d> {
     data: &'d [u8],
-    newlines: Vec<usize>,
 }
 
 impl<'d> LineIndex<'d> {
     fn new(data: &'d [u8]) -> Self {
-        let newlines = (0..data.len()).filter(|&i| data[i] == b'\n').collect();
-        Self { data, newlines }
+        Self { data }
     }
 
     /// The line (from 1) of the record at `byte`.
@@ -211,7 +247,12 @@ impl<'d> LineIndex<'d> {
                 break;
             }
         }
-        1 + self.newlines.partition_point(|&n| n < b) as u64
+        1 + data[..b].iter().filter(|&&c| c == b'\n').count() as u64
+    }
+
+    /// The line of the record at `at`, 0 where it is not known.
+    fn line(&self, at: Option<u64>) -> u64 {
+        at.map_or(0, |b| self.line_at(b))
     }
 
     /// The line a csv error is about; `unknown` where it names no position.
@@ -264,24 +305,27 @@ impl Columns {
 /// One record of a trace, with the line it is on for errors.
 struct Row<'r> {
     rec: &'r csv::StringRecord,
-    line: u64,
+    /// Where the record starts in the text.
+    at: Option<u64>,
+    lines: &'r LineIndex<'r>,
     origin: &'r str,
 }
 
 impl<'r> Row<'r> {
-    /// The job of this row. `first_line` holds the line of every job_id seen so far; a job_id
-    /// seen before is an error.
+    /// The job of this row. `first_at` holds where every job_id seen so far is; a job_id seen
+    /// before is an error.
     fn job(
         &self,
         cols: &Columns,
-        first_line: &mut HashMap<u64, u64>,
+        first_at: &mut IdMap<Option<u64>>,
     ) -> Result<TraceJob, TraceError> {
         let [id_col, submit_col, leaves_col, duration_col, kind_col] = cols.required;
         let id_s = self.field(id_col);
         let id: u64 = id_s
             .parse()
             .map_err(|_| self.err("job_id", id_s, "is not a whole number"))?;
-        if let Some(prev) = first_line.insert(id, self.line) {
+        if let Some(prev) = first_at.insert(id, self.at) {
+            let prev = self.lines.line(prev);
             return Err(self.err(
                 "job_id",
                 id_s,
@@ -325,9 +369,9 @@ impl<'r> Row<'r> {
         })
     }
 
-    /// The field in column `i`, empty where the record is short.
+    /// The field in column `i`, trimmed; empty where the record is short.
     fn field(&self, i: usize) -> &'r str {
-        self.rec.get(i).unwrap_or("")
+        self.rec.get(i).unwrap_or("").trim()
     }
 
     /// An optional column's field; None where the column is absent or the field empty.
@@ -339,7 +383,7 @@ impl<'r> Row<'r> {
     fn err(&self, name: &str, value: &str, why: &str) -> TraceError {
         TraceError::Bad {
             origin: self.origin.to_string(),
-            line: self.line,
+            line: self.lines.line(self.at),
             message: format!("{name} \"{value}\" {why}"),
         }
     }
@@ -383,6 +427,14 @@ pub fn kind_name(k: JobKind) -> &'static str {
 
 /// Seconds from a decimal, rounded up; zero only where `zero_ok`.
 fn seconds(s: &str, zero_ok: bool) -> Result<u64, &'static str> {
+    // Whole seconds, the common case, without going through a float.
+    if let Ok(whole) = s.parse::<u64>() {
+        return match whole {
+            w if w as f64 > MAX_SECONDS => Err("is more than ten years"),
+            0 if !zero_ok => Err("must be more than 0 seconds"),
+            w => Ok(w),
+        };
+    }
     let v: f64 = s.parse().map_err(|_| "is not a number of seconds")?;
     if !v.is_finite() || v < 0.0 {
         return Err("must be a number of seconds, 0 or more");

@@ -28,11 +28,11 @@ impl FreeLeaves {
         for ls in &h.stat.gpu_leaves {
             at.push(flat.len());
             for &l in ls {
+                if h.free(l) != WHOLE {
+                    continue;
+                }
                 let leaf = m.leaf(l);
-                if leaf.is_mig()
-                    && h.free(l) == WHOLE
-                    && req.leaf_type.as_deref().is_none_or(|t| leaf.profile == t)
-                {
+                if leaf.is_mig() && req.leaf_type.as_deref().is_none_or(|t| leaf.profile == t) {
                     flat.push(l);
                     lo = lo.min(leaf.memory_bytes);
                     hi = hi.max(leaf.memory_bytes);
@@ -183,7 +183,14 @@ fn round_robin<'a>(
     slice: &impl Fn(u32) -> &'a [LeafId],
     n: usize,
 ) -> Option<(Vec<LeafId>, usize)> {
-    let mut taken = vec![0usize; gpus.len()];
+    // Leaves dealt per GPU, on the stack for any host of up to 16 GPUs.
+    let (mut buf, mut heap) = ([0usize; 16], Vec::new());
+    let taken: &mut [usize] = if gpus.len() <= buf.len() {
+        &mut buf[..gpus.len()]
+    } else {
+        heap.resize(gpus.len(), 0);
+        &mut heap
+    };
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
         let (i, _) = gpus
@@ -194,7 +201,7 @@ fn round_robin<'a>(
         out.push(slice(gpus[i])[taken[i]]);
         taken[i] += 1;
     }
-    Some((out, taken.into_iter().max().unwrap_or(0)))
+    Some((out, taken.iter().copied().max().unwrap_or(0)))
 }
 
 /// Swap small leaves for larger free ones in the subtree until the memory is met.
