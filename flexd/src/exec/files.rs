@@ -103,18 +103,26 @@ pub(crate) fn remove_job_files(run_dir: &Path, job: JobId) {
     }
 }
 
-/// Does `cmdline` read like a supervisor of `job`? Supervisors are forked by `<exe> supervise
-/// --run-dir <run_dir>` and keep its command line, which does not name the job (the run file's
-/// start time does); supervisors started by earlier flexds ran `<exe> supervise --job <job>
-/// --run-dir <run_dir>`. The run directory tells apart the supervisors of two flexds on one
-/// host, whose job numbers overlap; `None` accepts any run directory.
-fn is_supervisor_cmdline(cmdline: &[u8], job: JobId, run_dir: Option<&Path>) -> bool {
+/// The process name (`/proc/PID/comm`, 15 bytes at most) a supervisor forked by `flexd
+/// supervise` gives itself: `fsv` and the job id in hex.
+pub(crate) fn supervisor_comm(job: JobId) -> String {
+    format!("fsv{:x}", job.0)
+}
+
+/// Does a process with `cmdline` and `comm` read like a supervisor of `job`? Supervisors are
+/// forked by `<exe> supervise --run-dir <run_dir>` and keep its command line, which does not
+/// name the job: their process name does ([`supervisor_comm`]). Supervisors started by earlier
+/// flexds ran `<exe> supervise --job <job> --run-dir <run_dir>`. The run directory tells apart
+/// the supervisors of two flexds on one host, whose job numbers overlap; `None` accepts any run
+/// directory.
+fn is_supervisor_cmdline(cmdline: &[u8], comm: &[u8], job: JobId, run_dir: Option<&Path>) -> bool {
     let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
     let want = job.to_string();
     let dir_ok = |d: &[u8]| run_dir.is_none_or(|r| d == r.as_os_str().as_bytes());
     let forked = args
         .windows(3)
-        .any(|w| w[0] == b"supervise" && w[1] == b"--run-dir" && dir_ok(w[2]));
+        .any(|w| w[0] == b"supervise" && w[1] == b"--run-dir" && dir_ok(w[2]))
+        && comm.trim_ascii_end() == supervisor_comm(job).as_bytes();
     forked
         || args.windows(5).any(|w| {
             w[0] == b"supervise"
@@ -230,16 +238,16 @@ pub(crate) fn check_supervisor(
         Ok(None) => return Liveness::Gone,
         Err(e) => return Liveness::Unknown(e),
     };
-    let cmdline = match proc_read(pid, "cmdline") {
-        Ok(Some(c)) => c,
-        Ok(None) => return Liveness::Gone,
-        Err(e) => return Liveness::Unknown(e),
+    let (cmdline, comm) = match (proc_read(pid, "cmdline"), proc_read(pid, "comm")) {
+        (Ok(Some(c)), Ok(Some(n))) => (c, n),
+        (Err(e), _) | (_, Err(e)) => return Liveness::Unknown(e),
+        _ => return Liveness::Gone,
     };
     let own_uid = nix::unistd::geteuid().as_raw();
     let started_ok = run
         .and_then(|r| r.supervisor_start)
         .is_none_or(|s| s == ident.0);
-    if ident.1 == own_uid && started_ok && is_supervisor_cmdline(&cmdline, job, run_dir) {
+    if ident.1 == own_uid && started_ok && is_supervisor_cmdline(&cmdline, &comm, job, run_dir) {
         Liveness::Alive
     } else {
         Liveness::Gone
@@ -364,22 +372,37 @@ mod tests {
     fn supervisor_command_lines_are_recognised() {
         let c = b"/usr/bin/flexd\0supervise\0--job\x0012\0--run-dir\0/x/run\0";
         let dir = Path::new("/x/run");
-        assert!(is_supervisor_cmdline(c, JobId(12), Some(dir)));
-        assert!(is_supervisor_cmdline(c, JobId(12), None));
-        assert!(!is_supervisor_cmdline(c, JobId(1), Some(dir)));
+        assert!(is_supervisor_cmdline(c, b"flexd\n", JobId(12), Some(dir)));
+        assert!(is_supervisor_cmdline(c, b"flexd\n", JobId(12), None));
+        assert!(!is_supervisor_cmdline(c, b"flexd\n", JobId(1), Some(dir)));
         assert!(
-            !is_supervisor_cmdline(c, JobId(12), Some(Path::new("/y/run"))),
+            !is_supervisor_cmdline(c, b"flexd\n", JobId(12), Some(Path::new("/y/run"))),
             "another flexd's job 12"
         );
         let forked = b"/usr/bin/flexd\0supervise\0--run-dir\0/x/run\0";
-        assert!(is_supervisor_cmdline(forked, JobId(12), Some(dir)));
+        assert!(is_supervisor_cmdline(
+            forked,
+            b"fsvc\n",
+            JobId(12),
+            Some(dir)
+        ));
+        assert!(
+            !is_supervisor_cmdline(forked, b"fsvd\n", JobId(12), Some(dir)),
+            "the supervisor of job 13"
+        );
+        assert!(
+            !is_supervisor_cmdline(forked, b"flexd\n", JobId(12), Some(dir)),
+            "the supervisors' process itself"
+        );
         assert!(!is_supervisor_cmdline(
             forked,
+            b"fsvc\n",
             JobId(12),
             Some(Path::new("/y/run"))
         ));
         assert!(!is_supervisor_cmdline(
             b"sleep\x0012\0",
+            b"sleep\n",
             JobId(12),
             Some(dir)
         ));

@@ -3,7 +3,9 @@
 //! with the supervisor's pid (or why there is none) on its stdout. Forking this small,
 //! single-threaded process costs a fraction of executing flexd's binary anew for each job.
 //!
-//! 1. The fork leaves flexd's session (setsid): the supervisor is neither flexd's child nor in
+//! 1. The supervisor is named `fsv<job id in hex>` (its /proc comm) from its fork on, so a
+//!    restarted flexd knows it before it has written its run file. The fork leaves flexd's
+//!    session (setsid): the supervisor is neither flexd's child nor in
 //!    its process group or session, and outlives flexd and this process (which exits when
 //!    flexd closes its stdin). This process ignores SIGCHLD, so its ended supervisors are
 //!    reaped by the kernel and never linger as zombies that look alive.
@@ -80,9 +82,14 @@ fn start(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Path>) -> Result<u3
     term_only
         .thread_block()
         .map_err(|e| format!("sigprocmask: {e}"))?;
+    // The supervisor is born with its job's name (inherited at the fork, so there is no moment
+    // without it): a restarted flexd that finds no run file yet knows it by this name, with its
+    // command line and uid.
+    set_name(&files::supervisor_comm(JobId(spec.job)));
     // SAFETY: this process is single-threaded.
     let forked = unsafe { nix::unistd::fork() };
     if !matches!(forked, Ok(nix::unistd::ForkResult::Child)) {
+        set_name("flexd");
         let _ = term_only.thread_unblock();
     }
     match forked {
@@ -114,6 +121,14 @@ fn report(spec: &LaunchSpec, run_dir: &Path, status: StatusFile) -> i32 {
     }
     let _ = notify(&spec.socket, job, None);
     0
+}
+
+/// Set this process's name (`/proc/self/comm`).
+fn set_name(name: &str) {
+    if let Ok(name) = std::ffi::CString::new(name) {
+        // SAFETY: PR_SET_NAME reads a NUL-terminated string of this process.
+        unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+    }
 }
 
 /// Point stdin, stdout and stderr at /dev/null so flexd's pipes close and nothing follows the
