@@ -259,8 +259,12 @@ fn find(run_dir: &Path, job: JobId, recorded: Option<u32>) -> Found {
         }
     }
     // It may have written its status between the two looks.
-    match files::read_status(run_dir, job) {
-        Ok(Some(s)) => Found::Ended(s),
+    match (
+        files::read_status(run_dir, job),
+        files::read_run(run_dir, job),
+    ) {
+        (Ok(Some(s)), _) => Found::Ended(s),
+        (Ok(None), Ok(None)) => Found::NeverRan,
         _ => Found::Gone,
     }
 }

@@ -1,5 +1,6 @@
 //! Taking over from a flexd that stopped: its jobs come back from the database; running ones
-//! are re-adopted, ended from their status file, or failed as NODE_FAIL.
+//! are re-adopted, ended from their status file, queued again when they never ran, or failed
+//! as NODE_FAIL.
 
 use super::{node_fail, Job, Outcome, State};
 use crate::exec::files::StatusFile;
@@ -16,6 +17,10 @@ pub(crate) enum Found {
     Alive(u32),
     /// Neither: the supervisor is gone without a status file.
     Gone,
+    /// No supervisor, no status file and no run file: the job's first process never ran (a
+    /// supervisor writes the run file before it lets the job run), because flexd stopped
+    /// between committing the start and launching it.
+    NeverRan,
 }
 
 impl State {
@@ -69,8 +74,15 @@ impl State {
         gone: &mut impl FnMut(&JobRow),
     ) {
         let id = job.row.id;
-        self.reserve(&job.row);
         let found = find(&job.row);
+        if found == Found::NeverRan {
+            // Nothing of it ran and nothing holds its resources: back in the queue.
+            tracing::info!("job {id}: its start was stored but it never ran; queued again");
+            self.jobs.insert(id, Box::new(job));
+            self.requeue_ended(id, now, false);
+            return;
+        }
+        self.reserve(&job.row);
         let adopted = match (&found, &job.row.alloc) {
             (Found::Alive(pid), Some(a)) => self.reoccupy(a).map(|al| (al, *pid)),
             (Found::Alive(_), None) => Err("it has no allocation".to_string()),
@@ -97,7 +109,7 @@ impl State {
                         let _ = self.signaller.supervisor(pid, libc::SIGTERM);
                         node_fail(now, format!("allocation lost on restart: {why}"))
                     }
-                    Found::Gone => {
+                    Found::Gone | Found::NeverRan => {
                         gone(&self.jobs[&id].row);
                         node_fail(
                             now,

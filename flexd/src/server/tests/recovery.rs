@@ -49,7 +49,10 @@ fn recovery_readopts_ends_and_never_hands_a_leaf_out_twice() {
     let mut ended = row(3, JobState::Running, 1);
     ended.alloc = Some(Box::new(stored.clone()));
     let mut gone = row(4, JobState::Running, 1);
-    gone.alloc = Some(Box::new(stored));
+    gone.alloc = Some(Box::new(stored.clone()));
+    let mut never_ran = row(8, JobState::Running, 1);
+    never_ran.alloc = Some(Box::new(stored));
+    never_ran.start_time = Some(NOW - 5);
     let pending = row(7, JobState::Pending, 1);
     let mut finished = row(6, JobState::Completed, 1);
     finished.end_time = Some(NOW - 10);
@@ -58,7 +61,9 @@ fn recovery_readopts_ends_and_never_hands_a_leaf_out_twice() {
     let (mut st, sent) = state(0);
     let mut gone_seen = Vec::new();
     st.recover(
-        vec![alive, twice, ended, gone, pending, finished, impossible],
+        vec![
+            alive, twice, ended, gone, never_ran, pending, finished, impossible,
+        ],
         NOW,
         |r| match r.id.0 {
             1 => Found::Alive(101),
@@ -72,6 +77,7 @@ fn recovery_readopts_ends_and_never_hands_a_leaf_out_twice() {
                 note: None,
                 max_rss: None,
             }),
+            8 => Found::NeverRan,
             _ => Found::Gone,
         },
         |r| gone_seen.push(r.id),
@@ -90,10 +96,16 @@ fn recovery_readopts_ends_and_never_hands_a_leaf_out_twice() {
     assert_eq!(state_of(&st, 4), JobState::NodeFail);
     assert_eq!(gone_seen, vec![JobId(4)]);
     assert_eq!(state_of(&st, 6), JobState::Completed);
+    // Its start was stored but nothing of it ran: queued again, one restart more.
+    let v = view(&st, JobId(8));
+    assert_eq!(
+        (v.state, v.start_time, v.restarts),
+        (JobState::Pending, None, 1)
+    );
     assert_eq!(
         st.queued_by(1000),
-        3,
-        "the adopted job and the two pending ones"
+        4,
+        "the adopted job, the two pending ones and the one that never ran"
     );
     // The leaves stay with job 1: the pending job waits; the impossible one fails.
     st.schedule(&s, NOW);
@@ -101,6 +113,6 @@ fn recovery_readopts_ends_and_never_hands_a_leaf_out_twice() {
     let v = view(&st, JobId(5));
     assert_eq!(v.state, JobState::Failed);
     assert!(v.reason.unwrap().starts_with("Unsatisfiable: "));
-    assert_eq!(st.queued_by(1000), 2);
+    assert_eq!(st.queued_by(1000), 3);
     assert_eq!(view(&st, JobId(7)).estimated_start, Some(NOW - 50 + 600));
 }
