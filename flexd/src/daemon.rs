@@ -264,7 +264,8 @@ fn find(run_dir: &Path, job: JobId, recorded: Option<u32>) -> Found {
         files::read_run(run_dir, job),
     ) {
         (Ok(Some(s)), _) => Found::Ended(s),
-        (Ok(None), Ok(None)) => Found::NeverRan,
+        // Never launched: no supervisor was recorded, none runs, none wrote a run file.
+        (Ok(None), Ok(None)) if recorded.is_none() => Found::NeverRan,
         _ => Found::Gone,
     }
 }

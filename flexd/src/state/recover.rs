@@ -17,9 +17,9 @@ pub(crate) enum Found {
     Alive(u32),
     /// Neither: the supervisor is gone without a status file.
     Gone,
-    /// No supervisor, no status file and no run file: the job's first process never ran (a
-    /// supervisor writes the run file before it lets the job run), because flexd stopped
-    /// between committing the start and launching it.
+    /// No supervisor recorded or running, no status file and no run file: the job's first
+    /// process never ran (a supervisor writes the run file before it lets the job run),
+    /// because flexd stopped between committing the start and launching it.
     NeverRan,
 }
 
