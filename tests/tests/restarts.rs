@@ -1,5 +1,6 @@
 //! flexd's restarts end to end: SIGKILL and SIGTERM of the real daemon, supervisors killed
-//! behind its back, a second flexd on the same socket, SIGHUP reloads.
+//! behind its back, the `flexd supervise` process killed, a second flexd on the same socket,
+//! SIGHUP reloads.
 
 use flex_proto::{ErrorKind, JobState, Request, Response};
 use flex_tests::{script_job, signal, wait_for, Daemon};
@@ -218,4 +219,44 @@ fn sighup_reloads_the_config() {
     d.wait_finished(first);
     let next = c.submit(script_job("true\n", &w)).unwrap();
     assert_eq!(d.wait_finished(next).state, JobState::Completed);
+}
+
+#[test]
+fn the_supervisors_process_killed_is_started_again() {
+    let d = Daemon::start(A100);
+    let dir = d.scratch("forker");
+    let first = d
+        .client()
+        .submit(script_job("#!/bin/sh\ntrue\n", &dir))
+        .unwrap();
+    assert_eq!(d.wait_finished(first).state, JobState::Completed);
+    // The one `flexd supervise` process of this flexd (its command line names its run dir).
+    let run_dir = d.state_dir().join("run");
+    let me = format!("supervise\0--run-dir\0{}\0", run_dir.display());
+    let forker: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            String::from_utf8_lossy(&cmd).ends_with(&me) && comm.trim() == "flexd"
+        })
+        .collect();
+    assert_eq!(forker.len(), 1, "{forker:?}");
+    signal(forker[0] as u32, libc::SIGKILL);
+    wait_for("the supervisors' process gone", || {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", forker[0]));
+        (stat.is_err() || stat.is_ok_and(|s| s.contains(") Z "))).then_some(())
+    });
+    let second = d
+        .client()
+        .submit(script_job("#!/bin/sh\ntrue\n", &dir))
+        .unwrap();
+    assert_eq!(
+        d.wait_finished(second).state,
+        JobState::Completed,
+        "{}",
+        d.log()
+    );
 }

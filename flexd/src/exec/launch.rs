@@ -202,26 +202,35 @@ impl Launcher {
         forker: &mut Option<Forker>,
         spec: &LaunchSpec,
     ) -> Result<u32, String> {
-        for attempt in 0..2 {
-            if forker.is_none() {
-                *forker = Some(self.start_forker()?);
-            }
-            let f = forker.as_mut().expect("started above");
-            match f.ask(spec) {
-                Ok(reply) => return reply,
-                Err(e) => {
-                    tracing::warn!("the supervisors' process failed ({e}); starting it again");
-                    if let Some(mut old) = forker.take() {
-                        let _ = old.child.kill();
-                        let _ = old.child.wait();
-                    }
-                    if attempt == 1 {
-                        return Err(format!("cannot hand the job to a supervisor: {e}"));
-                    }
-                }
+        match self.ask(forker, spec) {
+            Ok(reply) => reply,
+            Err(e) => {
+                tracing::warn!("the supervisors' process failed ({e}); starting it again");
+                self.ask(forker, spec)
+                    .map_err(|e| format!("cannot hand the job to a supervisor: {e}"))?
             }
         }
-        unreachable!("the loop returns")
+    }
+
+    /// One spec to the supervisors' process (started when there is none); a process that
+    /// cannot be talked to is ended and forgotten.
+    fn ask(
+        &self,
+        forker: &mut Option<Forker>,
+        spec: &LaunchSpec,
+    ) -> Result<Result<u32, String>, String> {
+        let f = match forker {
+            Some(f) => f,
+            None => forker.insert(self.start_forker()?),
+        };
+        let reply = f.ask(spec).map_err(|e| e.to_string());
+        if reply.is_err() {
+            if let Some(mut old) = forker.take() {
+                let _ = old.child.kill();
+                let _ = old.child.wait();
+            }
+        }
+        reply
     }
 
     /// Start `flexd supervise`, with an empty environment.
