@@ -73,8 +73,8 @@ impl PassBench {
         });
         state.load_usage(&settings, usage.collect());
         let mut add = |id: u64, uid: u32, leaves: u32, at: u64| {
-            let job = job(uid, leaves, at);
-            state.begin_submission(uid, None, 1);
+            let mut job = job(uid, leaves, at);
+            job.held = state.begin_submission(uid, None, 1, Default::default());
             state.add_submitted(&settings, JobId(id), job);
         };
         for i in 0..jobs {
@@ -129,5 +129,6 @@ fn job(uid: u32, leaves: u32, at: u64) -> NewJob {
         priority: 0,
         submit_time: at,
         start: None,
+        held: [u32::MAX; 2],
     }
 }

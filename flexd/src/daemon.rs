@@ -218,7 +218,9 @@ fn recovered_state(
         make_private(dir)?;
     }
     let now = unix_now();
-    let rows = store::load_jobs(&conn, now.saturating_sub(settings.keep_finished.as_secs()))
+    let since = now.saturating_sub(settings.keep_finished.as_secs());
+    let rows = store::load_jobs(&conn, since).map_err(|e| e.in_file(&paths.db))?;
+    let texts = store::job_texts(&conn, since, crate::state::Text::of)
         .map_err(|e| e.in_file(&paths.db))?;
     let usage = store::usage::load(&conn).map_err(|e| e.in_file(&paths.db))?;
     let (writer, writer_thread) = Writer::spawn(conn);
@@ -234,6 +236,7 @@ fn recovered_state(
     let run_dir = paths.run_dir.clone();
     state.recover(
         rows,
+        &texts,
         now,
         |row| find(&run_dir, row.id, row.supervisor_pid),
         |row| server::kill_leftovers(&run_dir, row.id),

@@ -195,6 +195,11 @@ fn schema_v9_database_from_flexd_39bd8a5() {
 }
 
 #[test]
+fn schema_v10_database_from_flexd_4056873() {
+    old_database_runs_in_todays_flexd(10);
+}
+
+#[test]
 fn protocol_v2_frames_decode() {
     let checked = proto_v2::check_frames();
     // Every file in the directory is one of the samples (none left unchecked).

@@ -310,3 +310,69 @@ fn a_job_whose_run_file_cannot_be_written_does_not_run() {
     assert_eq!(d.wait_finished(next).state, JobState::Completed);
     assert!(marker.exists());
 }
+
+#[test]
+fn a_users_queued_scripts_are_held_to_a_byte_quota() {
+    let mut d = Daemon::start_with(A100, "[limits]\nmax_queued_bytes_per_user = \"40 KiB\"");
+    let dir = d.scratch("quota");
+    // Distinct scripts of 12,000 bytes, held so that their jobs stay pending.
+    let script = |k: u32| format!("#!/bin/sh\n#{}\nexit {k}\n", "x".repeat(11_981));
+    assert_eq!(script(0).len(), 12_000);
+    let held = |k: u32| {
+        let mut s = script_job(&script(k), &dir);
+        s.queue.hold = true;
+        s
+    };
+    let mut c = d.client();
+    let mut jobs = Vec::new();
+    for k in 0..3 {
+        jobs.push(c.submit(held(k)).unwrap());
+    }
+    // A fourth distinct script passes 40 KiB (40,960 bytes): refused, the limit named.
+    let refused = |c: &mut flex_tests::Client, k: u32| match c.submit(held(k)) {
+        Err(e) => e.to_string(),
+        Ok(id) => panic!("job {id} was queued past the byte quota"),
+    };
+    let e = refused(&mut c, 3);
+    assert!(
+        e.contains("max_queued_bytes_per_user") && e.contains("adds 12000 bytes"),
+        "{e}"
+    );
+    // The same script again adds nothing, nor does an array of 1,000 tasks running it.
+    jobs.push(c.submit(held(0)).unwrap());
+    let mut array = held(1);
+    array.queue.array = Some(proto::ArraySpec::parse("0-999").unwrap());
+    c.submit(array).unwrap();
+    // flexsub says why and exits non-zero.
+    std::fs::write(dir.join("big.sh"), script(3)).unwrap();
+    let out = d
+        .cmd("flexsub")
+        .args(["--hold", "-D"])
+        .arg(&dir)
+        .arg(dir.join("big.sh"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("max_queued_bytes_per_user"), "{stderr}");
+
+    // The database holds each script once: the three, not 1,004 copies.
+    let conn = flexd::store::open_reader(&d.db_path()).unwrap();
+    let (scripts, bytes): (i64, i64) = conn
+        .query_row("SELECT count(*), sum(length(body)) FROM scripts", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert_eq!((scripts, bytes), (3, 36_000));
+    drop(conn);
+
+    // A restarted flexd counts the same from the database.
+    d.restart();
+    let mut c = d.client();
+    let e = refused(&mut c, 3);
+    assert!(e.contains("max_queued_bytes_per_user"), "{e}");
+    // Once the only job holding script 2 ends, its bytes are free again.
+    c.cancel(vec![jobs[2]], None).unwrap();
+    d.wait_finished(jobs[2]);
+    c.submit(held(3)).unwrap();
+}

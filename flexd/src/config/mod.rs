@@ -22,6 +22,8 @@ pub struct Limits {
     pub max_script_bytes: u64,
     pub max_directives: u32,
     pub max_queued_per_user: u32,
+    /// Bytes of distinct scripts and environments one user's pending and running jobs hold.
+    pub max_queued_bytes_per_user: u64,
     pub max_frame_bytes: u64,
     pub max_array_size: u32,
     /// Connections one uid may hold open at once.
@@ -314,6 +316,7 @@ fn limits(src: &Source) -> Result<Limits, ConfigError> {
         max_script_bytes: src.size("limits.max_script_bytes", 64 << 20)?,
         max_directives: src.int("limits.max_directives", 1, 100_000)? as u32,
         max_queued_per_user: src.int("limits.max_queued_per_user", 1, 10_000_000)? as u32,
+        max_queued_bytes_per_user: src.size("limits.max_queued_bytes_per_user", 1 << 40)?,
         max_frame_bytes: src.size("limits.max_frame_bytes", 1 << 30)?,
         max_array_size: src.int("limits.max_array_size", 1, 1_000_000)? as u32,
         max_connections_per_user: src.int("limits.max_connections_per_user", 1, 1_000_000)? as u32,

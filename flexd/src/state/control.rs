@@ -99,6 +99,7 @@ impl State {
         // Its end gave the user's count back; it is queued again.
         let qos = super::count::qos_key(j.row.qos.as_deref());
         self.queued.add(j.row.uid, qos, 1);
+        self.held.queue(j.texts, 1);
         let r = &mut j.row;
         r.state = JobState::Pending;
         r.start_time = None;

@@ -34,6 +34,7 @@ mod view;
 pub(crate) use eligible::group_id;
 use eligible::Group;
 use queue::Queue;
+pub(crate) use count::Text;
 pub(crate) use recover::Found;
 
 /// Side effects that are not database writes.
@@ -66,6 +67,8 @@ pub(crate) struct Job {
     pub cancel_pending: Option<u32>,
     /// Someone asked to requeue it before its supervisor was known.
     pub requeue_pending: bool,
+    /// Its script and environment in the byte quota's count (`count::Held`).
+    pub texts: count::Slots,
 }
 
 /// How a job ended, from its status file or flexd's own judgement.
@@ -112,6 +115,9 @@ pub(crate) struct State {
     /// Pending and running jobs per uid and QOS, plus submissions on their way to the
     /// database.
     queued: count::Queued,
+    /// The scripts and environments of the jobs in memory, and the bytes each user's queued
+    /// jobs hold.
+    held: count::Held,
     /// Submissions prepared and not yet committed (or failed).
     in_flight: usize,
     outbox: Vec<Effect>,
@@ -151,6 +157,7 @@ impl State {
             waiting: Vec::new(),
             running: BTreeSet::new(),
             queued: count::Queued::default(),
+            held: count::Held::default(),
             in_flight: 0,
             outbox: Vec::new(),
             dirty: false,
@@ -229,23 +236,39 @@ impl State {
         self.queued.in_qos(uid, qos, default)
     }
 
-    /// Count a submission of `tasks` jobs in QOS `qos` against its user's limits before it is
-    /// committed.
-    pub(crate) fn begin_submission(&mut self, uid: u32, qos: Option<&str>, tasks: u32) {
-        self.queued.add(uid, count::qos_key(qos), tasks);
-        self.in_flight += 1;
+    /// Bytes of distinct scripts and environments the user's pending and running jobs hold,
+    /// and what a job holding `texts` would add to them.
+    pub(crate) fn queued_bytes(&self, uid: u32, texts: [count::Text; 2]) -> (u64, u64) {
+        (self.held.bytes(uid), self.held.adds(uid, texts))
     }
 
-    /// A submission that could not be committed: give back its count and its resources.
+    /// Count a submission of `tasks` jobs in QOS `qos`, holding `texts`, against its user's
+    /// limits before it is committed; returns where its texts are counted.
+    pub(crate) fn begin_submission(
+        &mut self,
+        uid: u32,
+        qos: Option<&str>,
+        tasks: u32,
+        texts: [count::Text; 2],
+    ) -> count::Slots {
+        self.queued.add(uid, count::qos_key(qos), tasks);
+        self.in_flight += 1;
+        self.held.hold(uid, texts, tasks, true)
+    }
+
+    /// A submission that could not be committed: give back its counts and its resources.
     pub(crate) fn abandon_submission(
         &mut self,
         uid: u32,
         qos: Option<&str>,
         tasks: u32,
+        texts: count::Slots,
         start: Option<&StoredAlloc>,
     ) {
         self.in_flight = self.in_flight.saturating_sub(1);
         self.queued.remove(uid, count::qos_key(qos), tasks);
+        self.held.unqueue(texts, tasks);
+        self.held.release(texts, tasks);
         if let Some(a) = start {
             self.cluster.release(&a.placement);
         }
@@ -254,14 +277,17 @@ impl State {
 
     /// A job left the queue for good (it ended): its user's counts go down.
     fn unreserve(&mut self, id: JobId) {
-        let r = &self.jobs[&id].row;
+        let j = &self.jobs[&id];
         self.queued
-            .remove(r.uid, count::qos_key(r.qos.as_deref()), 1);
+            .remove(j.row.uid, count::qos_key(j.row.qos.as_deref()), 1);
+        self.held.unqueue(j.texts, 1);
     }
 
     /// A job joined the queue (recovered, requeued): its user's counts go up.
-    fn reserve(&mut self, r: &JobRow) {
+    fn reserve(&mut self, j: &Job) {
+        let r = &j.row;
         self.queued.add(r.uid, count::qos_key(r.qos.as_deref()), 1);
+        self.held.queue(j.texts, 1);
     }
 
     /// With an empty queue a submission need not wait for a pass: ask the core about the
@@ -336,6 +362,7 @@ impl State {
             alloc: None,
             cancel_pending: None,
             requeue_pending: false,
+            texts: j.held,
         };
         let Some(stored) = j.start else {
             let indices = q.array.as_ref().map(|a| a.indices());
@@ -496,11 +523,16 @@ impl State {
     /// Forget finished jobs that ended before `since` (the database keeps them).
     pub(crate) fn prune_finished(&mut self, since: u64) {
         let keep = self.depended_on();
+        let held = &mut self.held;
         self.jobs.retain(|_, j| {
-            !j.row.state.is_finished()
+            let kept = !j.row.state.is_finished()
                 || j.row.end_time.is_none_or(|t| t >= since)
                 || keep.contains(&group_id(j))
-                || keep.contains(&j.row.id)
+                || keep.contains(&j.row.id);
+            if !kept {
+                held.release(j.texts, 1);
+            }
+            kept
         });
         let jobs = &self.jobs;
         self.arrays

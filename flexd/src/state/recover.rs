@@ -2,11 +2,14 @@
 //! are re-adopted, ended from their status file, queued again when they never ran, or failed
 //! as NODE_FAIL.
 
+use super::count::Text;
 use super::{node_fail, Job, Outcome, State};
 use crate::exec::files::StatusFile;
 use crate::store::{JobRow, StoredAlloc};
 use flex_proto::JobState;
 use flex_sched::Allocation;
+use gres_plugin::JobId;
+use std::collections::HashMap;
 
 /// What recovery finds about a job that was running when flexd stopped.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,6 +34,7 @@ impl State {
     pub(crate) fn recover(
         &mut self,
         rows: Vec<JobRow>,
+        texts: &HashMap<JobId, [Text; 2]>,
         now: u64,
         mut find: impl FnMut(&JobRow) -> Found,
         mut gone: impl FnMut(&JobRow),
@@ -43,7 +47,9 @@ impl State {
             self.names.share(&mut row);
             let id = row.id;
             let state = row.state;
+            let job_texts = texts.get(&id).copied().unwrap_or_default();
             let job = Job {
+                texts: self.held.hold(row.uid, job_texts, 1, false),
                 row,
                 alloc: None,
                 cancel_pending: None,
@@ -51,7 +57,7 @@ impl State {
             };
             match state {
                 JobState::Pending => {
-                    self.reserve(&job.row);
+                    self.reserve(&job);
                     self.jobs.insert(id, Box::new(job));
                     self.enqueue(id);
                 }
@@ -82,7 +88,7 @@ impl State {
             self.requeue_ended(id, now, false);
             return;
         }
-        self.reserve(&job.row);
+        self.reserve(&job);
         let adopted = match (&found, &job.row.alloc) {
             (Found::Alive(pid), Some(a)) => self.reoccupy(a).map(|al| (al, *pid)),
             (Found::Alive(_), None) => Err("it has no allocation".to_string()),

@@ -16,7 +16,7 @@ mod rows;
 #[cfg(test)]
 pub(crate) use rows::load_job;
 pub use rows::{launch_row, LaunchRow};
-pub(crate) use rows::{load_jobs, JobRow};
+pub(crate) use rows::{job_texts, load_jobs, JobRow};
 
 use flex_proto::{AllocView, JobSpec, JobState, LeafView};
 use flex_sched::Allocation;
@@ -178,6 +178,8 @@ pub struct NewJob {
     pub submit_time: u64,
     /// Where it starts at `submit_time`, when it starts with its submission.
     pub start: Option<StoredAlloc>,
+    /// Where the state counts its script and environment (`state::count::Slots`).
+    pub held: [u32; 2],
 }
 
 impl std::fmt::Debug for NewJob {
@@ -222,6 +224,7 @@ impl NewJob {
             priority: 0,
             submit_time: at,
             start: None,
+            held: [u32::MAX; 2],
         }
     }
 }
@@ -336,47 +339,76 @@ pub(crate) fn state_name(s: JobState) -> &'static str {
     s.name()
 }
 
-/// The environments the writer stored lately, by the hash of their text, so that most
-/// submissions find theirs without a query. Entries may name rows of the current transaction:
-/// [`Envs::forget`] them when it does not commit.
+/// Texts many jobs share, stored once each: environments (`envs`) and scripts (`scripts`; every
+/// task of an array, and every job submitted again with the same script). Remembers the rows it
+/// stored lately by the hash of their text, so that most submissions find theirs without a
+/// query. Entries may name rows of the current transaction: [`Bodies::forget`] them when it
+/// does not commit.
 #[derive(Debug, Default)]
-pub struct Envs {
-    known: HashMap<u64, (i64, Box<str>)>,
+pub struct Bodies {
+    envs: Known,
+    scripts: Known,
 }
 
-/// Distinct environments remembered at most (then it starts again empty).
-const ENVS_KNOWN: usize = 1024;
+/// Rows of one table by the FNV-1a hash of their body.
+#[derive(Debug, Default)]
+struct Known(HashMap<u64, (i64, Box<str>)>);
 
-impl Envs {
+/// Distinct texts remembered at most per table (then it starts again empty).
+const BODIES_KNOWN: usize = 1024;
+
+impl Bodies {
     /// After a transaction that did not commit: its new rows are gone.
     pub(crate) fn forget(&mut self) {
-        self.known.clear();
+        self.envs.0.clear();
+        self.scripts.0.clear();
     }
 
-    /// The id of the row holding `text`, added when there is none.
-    fn id(&mut self, tx: &Transaction, text: &str) -> Result<i64, StoreError> {
+    /// The id of the `envs` row holding `text`, added when there is none.
+    fn env(&mut self, tx: &Transaction, text: &str) -> Result<i64, StoreError> {
+        self.envs.id(tx, text, ENVS_SQL)
+    }
+
+    /// The id of the `scripts` row holding `text`, added when there is none.
+    fn script(&mut self, tx: &Transaction, text: &str) -> Result<i64, StoreError> {
+        self.scripts.id(tx, text, SCRIPTS_SQL)
+    }
+}
+
+/// The lookup and the insertion of one table of bodies.
+const ENVS_SQL: [&str; 2] = [
+    "SELECT id FROM envs WHERE hash = ?1 AND body = ?2",
+    "INSERT INTO envs (hash, body) VALUES (?1, ?2)",
+];
+const SCRIPTS_SQL: [&str; 2] = [
+    "SELECT id FROM scripts WHERE hash = ?1 AND body = ?2",
+    "INSERT INTO scripts (hash, body) VALUES (?1, ?2)",
+];
+
+impl Known {
+    fn id(&mut self, tx: &Transaction, text: &str, sql: [&str; 2]) -> Result<i64, StoreError> {
         let hash = fnv1a(text.as_bytes());
-        if let Some((id, body)) = self.known.get(&hash) {
+        if let Some((id, body)) = self.0.get(&hash) {
             if **body == *text {
                 return Ok(*id);
             }
         }
         let found = tx
-            .prepare_cached("SELECT id FROM envs WHERE hash = ?1 AND body = ?2")?
+            .prepare_cached(sql[0])?
             .query_row(params![hash as i64, text], |r| r.get(0))
             .optional()?;
         let id = match found {
             Some(id) => id,
             None => {
-                tx.prepare_cached("INSERT INTO envs (hash, body) VALUES (?1, ?2)")?
+                tx.prepare_cached(sql[1])?
                     .execute(params![hash as i64, text])?;
                 tx.last_insert_rowid()
             }
         };
-        if self.known.len() >= ENVS_KNOWN {
-            self.known.clear();
+        if self.0.len() >= BODIES_KNOWN {
+            self.0.clear();
         }
-        self.known.insert(hash, (id, text.into()));
+        self.0.insert(hash, (id, text.into()));
         Ok(id)
     }
 }
@@ -390,18 +422,23 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// Insert a submission; the id comes from the database inside the caller's transaction. An
 /// array is one job per task, with consecutive ids from the returned one (the array's id).
-pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId, StoreError> {
+pub fn insert_job(
+    tx: &Transaction,
+    j: &NewJob,
+    bodies: &mut Bodies,
+) -> Result<JobId, StoreError> {
     let r = &j.spec.request;
     let q = &j.spec.queue;
-    let env_id = envs.id(tx, j.spec.env.json())?;
+    let env_id = bodies.env(tx, j.spec.env.json())?;
+    let script_id = bodies.script(tx, &j.spec.script)?;
     let tasks = q.array.as_ref().map(|a| a.indices());
     let mut st = tx.prepare_cached(
-        "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, env_id, workdir,
-            submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
+        "INSERT INTO jobs (name, uid, gid, user, account, script, script_id, args, env, env_id,
+            workdir, submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
             cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
             array_task, array_spec, dependency, hold, requeue, umask, warn_signal, qos, nice,
             options)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+         VALUES (?1, ?2, ?3, ?4, ?5, '', ?6, ?7, '', ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
             ?18, ?19, ?20, 'PENDING', ?21, MAX(?21, COALESCE(?32, 0)), ?22, ?23, ?24, ?25, ?26,
             ?27, ?28, ?29, ?30, ?31)",
     )?;
@@ -411,7 +448,7 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, envs: &mut Envs) -> Result<JobId
         j.gid,
         j.user,
         j.account,
-        j.spec.script,
+        script_id,
         serde_json::to_string(&j.spec.args).expect("strings serialize"),
         env_id,
         j.spec.workdir.to_string_lossy(),

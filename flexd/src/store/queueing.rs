@@ -177,13 +177,13 @@ pub(super) fn insert_tasks(
     tx.prepare_cached("UPDATE jobs SET array_job = ?1 WHERE id = ?1")?
         .execute([first.0 as i64])?;
     let mut copy = tx.prepare_cached(
-        "INSERT INTO jobs (name, uid, gid, user, account, script, args, env, env_id, workdir,
-            submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
+        "INSERT INTO jobs (name, uid, gid, user, account, script, script_id, args, env, env_id,
+            workdir, submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
             cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
             array_job, array_task, array_spec, dependency, hold, requeue, umask, warn_signal,
             qos, nice, options)
-         SELECT name, uid, gid, user, account, script, args, env, env_id, workdir,
-            submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
+         SELECT name, uid, gid, user, account, script, script_id, args, env, env_id,
+            workdir, submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
             cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
             id, ?2, array_spec, dependency, hold, requeue, umask, warn_signal, qos, nice,
             options

@@ -5,6 +5,7 @@ use super::{json, queueing, StoreError, StoredAlloc, Q};
 use flex_proto::JobState;
 use gres_plugin::{JobId, Request as ResourceRequest};
 use rusqlite::Connection;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -119,6 +120,52 @@ pub(crate) fn load_jobs(conn: &Connection, finished_since: u64) -> Result<Vec<Jo
     Ok(out)
 }
 
+/// The script and the environment of every job [`load_jobs`] returns, each made into what `key`
+/// makes of its text (the byte quota's `Text`). A text stored once (`scripts`, `envs`) is read
+/// once however many jobs share it; jobs of older versions have theirs inline.
+pub(crate) fn job_texts<T: Copy>(
+    conn: &Connection,
+    finished_since: u64,
+    key: impl Fn(&str) -> T,
+) -> Result<HashMap<JobId, [T; 2]>, StoreError> {
+    const COLUMNS: &str = "id, script_id, CASE WHEN script_id IS NULL THEN script END,
+        env_id, CASE WHEN env_id IS NULL THEN env END";
+    let mut st = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM jobs WHERE state IN ('PENDING', 'RUNNING')
+         UNION ALL
+         SELECT {COLUMNS} FROM jobs WHERE state NOT IN ('PENDING', 'RUNNING') AND end_time >= ?1"
+    ))?;
+    let mut shared = [
+        (HashMap::new(), "SELECT body FROM scripts WHERE id = ?1"),
+        (HashMap::new(), "SELECT body FROM envs WHERE id = ?1"),
+    ];
+    let mut rows = st.query([finished_since as i64])?;
+    let mut out = HashMap::new();
+    while let Some(r) = rows.next()? {
+        let id = JobId(r.get::<_, i64>(0)? as u64);
+        let mut texts = [None; 2];
+        for (k, (known, sql)) in shared.iter_mut().enumerate() {
+            let t = match r.get::<_, Option<i64>>(1 + 2 * k)? {
+                Some(body) => match known.get(&body) {
+                    Some(&t) => t,
+                    None => {
+                        let text: String = conn
+                            .prepare_cached(sql)?
+                            .query_row([body], |r| r.get(0))?;
+                        let t = key(&text);
+                        known.insert(body, t);
+                        t
+                    }
+                },
+                None => key(&r.get::<_, Option<String>>(2 + 2 * k)?.unwrap_or_default()),
+            };
+            texts[k] = Some(t);
+        }
+        out.insert(id, texts.map(|t| t.expect("both set above")));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 /// One job by id, whatever its state.
 pub(crate) fn load_job(conn: &Connection, job: JobId) -> Result<Option<JobRow>, StoreError> {
@@ -130,10 +177,11 @@ pub(crate) fn load_job(conn: &Connection, job: JobId) -> Result<Option<JobRow>, 
 /// What the supervisor of `job` needs.
 pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, StoreError> {
     let mut st = conn.prepare_cached(
-        "SELECT j.name, j.user, j.uid, j.gid, j.script, j.args, COALESCE(e.body, j.env),
-            j.workdir, j.submit_dir, j.stdout, j.stderr, j.array_job, j.array_task, j.array_spec,
-            j.umask, j.warn_signal, j.options
-         FROM jobs j LEFT JOIN envs e ON e.id = j.env_id WHERE j.id = ?1",
+        "SELECT j.name, j.user, j.uid, j.gid, COALESCE(s.body, j.script), j.args,
+            COALESCE(e.body, j.env), j.workdir, j.submit_dir, j.stdout, j.stderr, j.array_job,
+            j.array_task, j.array_spec, j.umask, j.warn_signal, j.options
+         FROM jobs j LEFT JOIN envs e ON e.id = j.env_id LEFT JOIN scripts s ON s.id = j.script_id
+         WHERE j.id = ?1",
     )?;
     let mut rows = st.query([job.0 as i64])?;
     rows.next()?.map(|r| launch_from_row(job.0, r)).transpose()

@@ -5,7 +5,7 @@
 use rusqlite::{Connection, Transaction};
 
 /// The version this build writes.
-pub const VERSION: u32 = 10;
+pub const VERSION: u32 = 11;
 
 /// Migration `i` brings a database at version `i` to `i + 1`.
 const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] = [
@@ -19,6 +19,7 @@ const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] =
     fairshare,
     slurm_scripts,
     max_rss,
+    scripts,
 ];
 
 /// Why a database cannot be brought up to date.
@@ -158,7 +159,7 @@ fn v3(tx: &Transaction) -> rusqlite::Result<()> {
 }
 
 /// Environments stored once: the jobs submitted from one shell share a row (an environment is
-/// a few KB, most of a job's row). `hash` is the FNV-1a hash of `body` (see `store::Envs`).
+/// a few KB, most of a job's row). `hash` is the FNV-1a hash of `body` (see `store::Bodies`).
 /// Jobs with an `env_id` have `env = ''`; jobs stored before keep theirs inline.
 fn v4(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch(
@@ -246,4 +247,19 @@ fn slurm_scripts(tx: &Transaction) -> rusqlite::Result<()> {
 /// supervisor did not say, and for jobs stored before).
 fn max_rss(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch("ALTER TABLE jobs ADD COLUMN max_rss INTEGER;")
+}
+
+/// Scripts stored once, as environments (v4): the tasks of an array, and jobs submitted again
+/// with the same script, share a row. Jobs with a `script_id` have `script = ''`; jobs stored
+/// before keep theirs inline.
+fn scripts(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE TABLE scripts (
+            id INTEGER PRIMARY KEY,
+            hash INTEGER NOT NULL,
+            body TEXT NOT NULL             -- never logged
+        );
+        CREATE INDEX scripts_hash ON scripts(hash);
+        ALTER TABLE jobs ADD COLUMN script_id INTEGER REFERENCES scripts(id);",
+    )
 }

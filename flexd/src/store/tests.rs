@@ -35,6 +35,7 @@ fn new_job(name: &str) -> NewJob {
         priority: 0,
         submit_time: 1_700_000_000,
         start: None,
+        held: [u32::MAX; 2],
     }
 }
 
@@ -88,7 +89,7 @@ fn a_version_1_database_migrates_and_keeps_its_jobs() {
 fn an_environment_is_stored_once_for_the_jobs_that_share_it() {
     let dir = tempfile::tempdir().unwrap();
     let mut conn = open(&dir.path().join("flex.db")).unwrap();
-    let mut envs = Envs::default();
+    let mut envs = Bodies::default();
     let other: flex_proto::Env = vec![("HOME".to_string(), "/home/bo".to_string())].into();
     let tx = conn.transaction().unwrap();
     let a = insert_job(&tx, &new_job("a"), &mut envs).unwrap();
@@ -97,7 +98,7 @@ fn an_environment_is_stored_once_for_the_jobs_that_share_it() {
     let b = insert_job(&tx, &j, &mut envs).unwrap();
     tx.commit().unwrap();
     // A writer that starts again finds the stored rows without its memory of them.
-    let mut fresh = Envs::default();
+    let mut fresh = Bodies::default();
     let tx = conn.transaction().unwrap();
     let c = insert_job(&tx, &new_job("c"), &mut fresh).unwrap();
     tx.commit().unwrap();
@@ -129,7 +130,7 @@ fn an_environment_is_stored_once_for_the_jobs_that_share_it() {
 fn sbatch_options_and_begin_times_are_stored_and_loaded() {
     let dir = tempfile::tempdir().unwrap();
     let mut conn = open(&dir.path().join("flex.db")).unwrap();
-    let mut envs = Envs::default();
+    let mut envs = Bodies::default();
     let mut j = new_job("opts");
     *j.spec.options = flex_proto::JobOptions {
         comment: Some("sweep 3 of 9".into()),

@@ -12,7 +12,7 @@
 
 use super::queueing::{self, Hold, Update};
 use super::usage::UsageRow;
-use super::{event, insert_job, start_job, state_name, Envs, NewJob, StoreError, StoredAlloc};
+use super::{event, insert_job, start_job, state_name, Bodies, NewJob, StoreError, StoredAlloc};
 use flex_proto::JobState;
 use gres_plugin::JobId;
 use rusqlite::{params, Connection, Transaction};
@@ -168,7 +168,7 @@ impl Writer {
 
 fn run(mut conn: Connection, rx: mpsc::Receiver<Msg>, stalled: &AtomicBool) {
     let mut batch = Vec::new();
-    let mut envs = Envs::default();
+    let mut bodies = Bodies::default();
     // Changes that could not be written, in order.
     let mut waiting: VecDeque<Msg> = VecDeque::new();
     loop {
@@ -193,15 +193,15 @@ fn run(mut conn: Connection, rx: mpsc::Receiver<Msg>, stalled: &AtomicBool) {
             }
         }
         if !waiting.is_empty() {
-            retry(&mut conn, &mut envs, &mut waiting);
+            retry(&mut conn, &mut bodies, &mut waiting);
         }
         if waiting.is_empty() {
-            commit(&mut conn, &mut envs, &mut batch, &mut waiting);
+            commit(&mut conn, &mut bodies, &mut batch, &mut waiting);
         } else {
             // Behind changes that wait: submissions are tried (and refused) on their own, the
             // rest wait their turn.
             for m in batch.drain(..) {
-                one_by_one(&mut conn, &mut envs, m, &mut waiting);
+                one_by_one(&mut conn, &mut bodies, m, &mut waiting);
             }
         }
         stalled.store(!waiting.is_empty(), Ordering::SeqCst);
@@ -219,7 +219,7 @@ fn run(mut conn: Connection, rx: mpsc::Receiver<Msg>, stalled: &AtomicBool) {
 /// changes the database cannot take now go to `waiting`.
 fn commit(
     conn: &mut Connection,
-    envs: &mut Envs,
+    bodies: &mut Bodies,
     batch: &mut Vec<Msg>,
     waiting: &mut VecDeque<Msg>,
 ) {
@@ -227,7 +227,7 @@ fn commit(
     if n == 0 {
         return;
     }
-    match transaction(conn, envs, batch.iter()) {
+    match transaction(conn, bodies, batch.iter()) {
         Ok(ids) => {
             tracing::trace!("committed {n} changes in one transaction");
             for (m, id) in batch.drain(..).zip(ids) {
@@ -236,9 +236,9 @@ fn commit(
         }
         Err(e) => {
             tracing::warn!("a batch of {n} changes failed ({e}); retrying them one by one");
-            envs.forget();
+            bodies.forget();
             for m in batch.drain(..) {
-                one_by_one(conn, envs, m, waiting);
+                one_by_one(conn, bodies, m, waiting);
             }
         }
     }
@@ -247,13 +247,13 @@ fn commit(
 /// Apply `msgs` in one transaction: the ids of the inserted jobs, or the error.
 fn transaction<'a>(
     conn: &mut Connection,
-    envs: &mut Envs,
+    bodies: &mut Bodies,
     msgs: impl Iterator<Item = &'a Msg>,
 ) -> Result<Vec<Option<JobId>>, StoreError> {
     (|| {
         let tx = conn.transaction()?;
         let ids = msgs
-            .map(|m| apply(&tx, envs, &m.op))
+            .map(|m| apply(&tx, bodies, &m.op))
             .collect::<Result<Vec<_>, _>>()?;
         tx.commit()?;
         Ok(ids)
@@ -263,7 +263,7 @@ fn transaction<'a>(
 
 /// Commit one change on its own. A submission that cannot be written is refused; any other
 /// change that cannot be written, or that comes after one that waits, waits in order.
-fn one_by_one(conn: &mut Connection, envs: &mut Envs, m: Msg, waiting: &mut VecDeque<Msg>) {
+fn one_by_one(conn: &mut Connection, bodies: &mut Bodies, m: Msg, waiting: &mut VecDeque<Msg>) {
     let submission = matches!(m.op, Op::Insert(_));
     if !waiting.is_empty() {
         if submission {
@@ -274,10 +274,10 @@ fn one_by_one(conn: &mut Connection, envs: &mut Envs, m: Msg, waiting: &mut VecD
         }
         return;
     }
-    match transaction(conn, envs, std::iter::once(&m)) {
+    match transaction(conn, bodies, std::iter::once(&m)) {
         Ok(ids) => deliver(m, Ok(ids[0])),
         Err(e) => {
-            envs.forget();
+            bodies.forget();
             if e.is_storage() && submission {
                 tracing::error!("cannot write the database ({e}); a submission is refused");
                 deliver(m, Err(format!("{UNWRITABLE} ({e})")));
@@ -297,21 +297,21 @@ fn one_by_one(conn: &mut Connection, envs: &mut Envs, m: Msg, waiting: &mut VecD
 
 /// Try the waiting changes again, all in one transaction, then one by one up to the first that
 /// still cannot be written.
-fn retry(conn: &mut Connection, envs: &mut Envs, waiting: &mut VecDeque<Msg>) {
-    match transaction(conn, envs, waiting.iter()) {
+fn retry(conn: &mut Connection, bodies: &mut Bodies, waiting: &mut VecDeque<Msg>) {
+    match transaction(conn, bodies, waiting.iter()) {
         Ok(ids) => {
             tracing::info!("the database takes changes again: {} written", ids.len());
             for (m, id) in waiting.drain(..).zip(ids) {
                 deliver(m, Ok(id));
             }
         }
-        Err(e) if e.is_storage() => envs.forget(),
+        Err(e) if e.is_storage() => bodies.forget(),
         Err(_) => {
             // A change among them is bad in itself: take them one at a time.
-            envs.forget();
+            bodies.forget();
             let pending: Vec<Msg> = waiting.drain(..).collect();
             for m in pending {
-                one_by_one(conn, envs, m, waiting);
+                one_by_one(conn, bodies, m, waiting);
             }
         }
     }
@@ -348,9 +348,9 @@ fn op_name(op: &Op) -> String {
     }
 }
 
-fn apply(tx: &Transaction, envs: &mut Envs, op: &Op) -> Result<Option<JobId>, StoreError> {
+fn apply(tx: &Transaction, bodies: &mut Bodies, op: &Op) -> Result<Option<JobId>, StoreError> {
     match op {
-        Op::Insert(j) => return insert_job(tx, j, envs).map(Some),
+        Op::Insert(j) => return insert_job(tx, j, bodies).map(Some),
         Op::Start { job, time, alloc } => start_job(tx, *job, *time, alloc)?,
         Op::Launched {
             job,

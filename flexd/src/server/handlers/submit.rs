@@ -5,7 +5,7 @@
 use super::{err, Peer};
 use crate::config::Settings;
 use crate::server::Shared;
-use crate::state::State;
+use crate::state::{State, Text};
 use crate::store::NewJob;
 use flex_proto::{DepTerm, ErrorKind, JobSpec, Response};
 use flex_sched::{JobKind, Model, PendingJob};
@@ -22,7 +22,7 @@ pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now:
         Err(r) => return r,
     };
     // Kept to give its resources back if the commit fails.
-    let (uid, start, tasks) = (job.uid, job.start.clone(), task_count(&job.spec));
+    let (uid, start, tasks, held) = (job.uid, job.start.clone(), task_count(&job.spec), job.held);
     let qos = job.spec.qos.clone();
     match shared.writer.submit(job).await {
         Ok(Ok((id, job))) => {
@@ -37,7 +37,7 @@ pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now:
             };
             shared.with_core(|c| {
                 c.state
-                    .abandon_submission(uid, qos.as_deref(), tasks, start.as_ref())
+                    .abandon_submission(uid, qos.as_deref(), tasks, held, start.as_ref())
             });
             Response::error(ErrorKind::Internal, format!("cannot store the job: {e}"))
         }
@@ -291,8 +291,24 @@ pub(crate) fn prepare_submit(
             ),
         ));
     }
+    let texts = [Text::of(&spec.script), Text::of(spec.env.json())];
+    let (have, adds) = st.queued_bytes(peer.uid, texts);
+    let max = s.limits.max_queued_bytes_per_user;
+    if have + adds > max {
+        return Err(err(
+            ErrorKind::LimitExceeded,
+            format!(
+                "{}'s pending and running jobs hold {} of scripts and environments, and this \
+                 submission adds {} (max_queued_bytes_per_user = {})",
+                peer.user,
+                bytes(have),
+                bytes(adds),
+                bytes(max)
+            ),
+        ));
+    }
     let (spec, limited) = check_qos(s, st, peer, spec, tasks)?;
-    st.begin_submission(peer.uid, spec.qos.as_deref(), tasks);
+    let held = st.begin_submission(peer.uid, spec.qos.as_deref(), tasks, texts);
     // A job a limit may hold back goes through a pass, where limits are decided; so does one
     // that waits for eligibility (an array, a dependency, a hold, a begin time).
     let q = &spec.queue;
@@ -311,6 +327,7 @@ pub(crate) fn prepare_submit(
         spec,
         submit_time: now,
         start,
+        held,
     })
 }
 
@@ -415,5 +432,16 @@ mod tests {
             a100,
             ["1g.10gb", "1g.5gb", "40gb", "a100", "mig", "pcie"].map(String::from)
         );
+    }
+}
+
+/// A byte count as a person reads it: "4194304 bytes (4.0 MiB)".
+fn bytes(n: u64) -> String {
+    let unit = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")]
+        .into_iter()
+        .find(|&(u, _)| n >= u);
+    match unit {
+        Some((u, name)) => format!("{n} bytes ({:.1} {name})", n as f64 / u as f64),
+        None => format!("{n} bytes"),
     }
 }

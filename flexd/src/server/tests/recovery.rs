@@ -64,6 +64,7 @@ fn recovery_readopts_ends_and_never_hands_a_leaf_out_twice() {
         vec![
             alive, twice, ended, gone, never_ran, pending, finished, impossible,
         ],
+        &Default::default(),
         NOW,
         |r| match r.id.0 {
             1 => Found::Alive(101),
