@@ -220,8 +220,8 @@ fn recovered_state(
     let now = unix_now();
     let since = now.saturating_sub(settings.keep_finished.as_secs());
     let rows = store::load_jobs(&conn, since).map_err(|e| e.in_file(&paths.db))?;
-    let texts = store::job_texts(&conn, since, crate::state::Text::of)
-        .map_err(|e| e.in_file(&paths.db))?;
+    let texts =
+        store::job_texts(&conn, since, crate::state::Text::of).map_err(|e| e.in_file(&paths.db))?;
     let usage = store::usage::load(&conn).map_err(|e| e.in_file(&paths.db))?;
     let (writer, writer_thread) = Writer::spawn(conn);
     let mut state = State::new(

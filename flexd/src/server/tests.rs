@@ -140,7 +140,13 @@ fn submissions_start_with_their_commit_or_by_a_pass() {
     let (mut st2, _) = state(0);
     let nj = handlers::submit::prepare_submit(&s, &mut st2, &ana, spec(14), NOW).unwrap();
     assert!(nj.start.is_some());
-    st2.abandon_submission(nj.uid, nj.spec.qos.as_deref(), 1, nj.held, nj.start.as_ref());
+    st2.abandon_submission(
+        nj.uid,
+        nj.spec.qos.as_deref(),
+        1,
+        nj.held,
+        nj.start.as_ref(),
+    );
     assert_eq!(st2.queued_by(1000), 0);
     assert!(
         handlers::submit::prepare_submit(&s, &mut st2, &ana, spec(14), NOW)

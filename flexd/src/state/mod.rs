@@ -31,10 +31,10 @@ mod taskset;
 #[cfg(test)]
 mod tests;
 mod view;
+pub(crate) use count::Text;
 pub(crate) use eligible::group_id;
 use eligible::Group;
 use queue::Queue;
-pub(crate) use count::Text;
 pub(crate) use recover::Found;
 
 /// Side effects that are not database writes.

@@ -15,8 +15,8 @@ pub(crate) mod writer;
 mod rows;
 #[cfg(test)]
 pub(crate) use rows::load_job;
-pub use rows::{launch_row, LaunchRow};
 pub(crate) use rows::{job_texts, load_jobs, JobRow};
+pub use rows::{launch_row, LaunchRow};
 
 use flex_proto::{AllocView, JobSpec, JobState, LeafView};
 use flex_sched::Allocation;
@@ -422,11 +422,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// Insert a submission; the id comes from the database inside the caller's transaction. An
 /// array is one job per task, with consecutive ids from the returned one (the array's id).
-pub fn insert_job(
-    tx: &Transaction,
-    j: &NewJob,
-    bodies: &mut Bodies,
-) -> Result<JobId, StoreError> {
+pub fn insert_job(tx: &Transaction, j: &NewJob, bodies: &mut Bodies) -> Result<JobId, StoreError> {
     let r = &j.spec.request;
     let q = &j.spec.queue;
     let env_id = bodies.env(tx, j.spec.env.json())?;

@@ -149,9 +149,8 @@ pub(crate) fn job_texts<T: Copy>(
                 Some(body) => match known.get(&body) {
                     Some(&t) => t,
                     None => {
-                        let text: String = conn
-                            .prepare_cached(sql)?
-                            .query_row([body], |r| r.get(0))?;
+                        let text: String =
+                            conn.prepare_cached(sql)?.query_row([body], |r| r.get(0))?;
                         let t = key(&text);
                         known.insert(body, t);
                         t

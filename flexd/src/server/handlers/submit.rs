@@ -411,6 +411,17 @@ fn check_queueing(s: &Settings, st: &State, spec: &JobSpec) -> Result<(), Respon
     Ok(())
 }
 
+/// A byte count as a person reads it: "4194304 bytes (4.0 MiB)".
+fn bytes(n: u64) -> String {
+    let unit = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")]
+        .into_iter()
+        .find(|&(u, _)| n >= u);
+    match unit {
+        Some((u, name)) => format!("{n} bytes ({:.1} {name})", n as f64 / u as f64),
+        None => format!("{n} bytes"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::host_features;
@@ -432,16 +443,5 @@ mod tests {
             a100,
             ["1g.10gb", "1g.5gb", "40gb", "a100", "mig", "pcie"].map(String::from)
         );
-    }
-}
-
-/// A byte count as a person reads it: "4194304 bytes (4.0 MiB)".
-fn bytes(n: u64) -> String {
-    let unit = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")]
-        .into_iter()
-        .find(|&(u, _)| n >= u);
-    match unit {
-        Some((u, name)) => format!("{n} bytes ({:.1} {name})", n as f64 / u as f64),
-        None => format!("{n} bytes"),
     }
 }
