@@ -54,6 +54,7 @@ fn build(path: &std::path::Path) {
                 priority: 0,
                 submit_time: submit,
                 start: None,
+                held: [u32::MAX; 2],
             },
             &mut Default::default(),
         )
