@@ -216,10 +216,12 @@ fn acknowledged_submissions_survive_sigkill_exactly_once() {
     let mut rows: HashMap<String, Vec<JobId>> = HashMap::new();
     let mut st = db
         .prepare(
-            "SELECT j.id, j.name, j.script, j.state,
+            "SELECT j.id, j.name, COALESCE(s.body, j.script), j.state,
                 (SELECT COUNT(*) FROM job_events e WHERE e.job = j.id AND e.from_state IS NULL),
                 e.body
-             FROM jobs j LEFT JOIN envs e ON e.id = j.env_id WHERE j.id != ?1",
+             FROM jobs j LEFT JOIN envs e ON e.id = j.env_id
+                LEFT JOIN scripts s ON s.id = j.script_id
+             WHERE j.id != ?1",
         )
         .unwrap();
     let mut q = st.query([blocker.0 as i64]).unwrap();

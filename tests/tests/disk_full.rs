@@ -1,8 +1,9 @@
 //! A full state disk (issue 12): flexd's state directory on a small tmpfs that a filler file
 //! fills. Submissions are refused with a clear error while the database cannot be written; a
 //! job that ends meanwhile, and one cancelled meanwhile, are recorded with their real outcome
-//! once there is room again (never NODE_FAIL), and those records survive a restart. Needs root (mount); skipped without it
-//! unless CI=true.
+//! once there is room again (never NODE_FAIL), and those records survive a restart, and a
+//! crash of flexd while the end waited for room. Needs root (mount); skipped without it unless
+//! CI=true.
 
 use flex_proto::JobState;
 use flex_tests::{run_file, script_job, wait_for, Daemon};
@@ -78,8 +79,9 @@ fn flexsub(d: &Daemon, dir: &Path, script: &str) -> std::process::Output {
         .unwrap()
 }
 
-#[test]
-fn a_full_state_disk_refuses_submissions_and_loses_no_end() {
+/// A flexd whose state directory is on an 8 MiB tmpfs; None (the test is skipped) where no
+/// tmpfs can be mounted, which CI does not accept.
+fn on_small_disk() -> Option<(Daemon, Mount)> {
     let mut d = Daemon::start(A100);
     d.stop();
     let Some(mount) = tmpfs_over(&d.state_dir(), "8m") else {
@@ -88,16 +90,42 @@ fn a_full_state_disk_refuses_submissions_and_loses_no_end() {
             "cannot mount a tmpfs (CI=true: the test must run)"
         );
         eprintln!("skipped: cannot mount a tmpfs here (not root?)");
-        return;
+        return None;
     };
     d.restart();
-    let dir = d.scratch("full");
-    let gate = dir.join("go");
-    let script = format!(
+    Some((d, mount))
+}
+
+/// A script that waits for `gate` to exist, then exits 7.
+fn gated(gate: &Path) -> String {
+    format!(
         "#!/bin/sh\nwhile [ ! -e {} ]; do sleep 0.1; done\nexit 7\n",
         gate.display()
-    );
-    let job = d.client().submit(script_job(&script, &dir)).unwrap();
+    )
+}
+
+/// Fill the disk of `mount` and submit until flexd refuses (the database may still have room
+/// in its write-ahead log for a few); returns the filler and the refusal.
+fn fill_until_refused(d: &Daemon, mount: &Mount, dir: &Path) -> (PathBuf, std::process::Output) {
+    let filler = fill(&mount.0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = flexsub(d, dir, "#!/bin/sh\ntrue\n");
+        if !out.status.success() {
+            return (filler, out);
+        }
+        assert!(Instant::now() < deadline, "no submission was refused");
+    }
+}
+
+#[test]
+fn a_full_state_disk_refuses_submissions_and_loses_no_end() {
+    let Some((mut d, mount)) = on_small_disk() else {
+        return;
+    };
+    let dir = d.scratch("full");
+    let gate = dir.join("go");
+    let job = d.client().submit(script_job(&gated(&gate), &dir)).unwrap();
     let other = d
         .client()
         .submit(script_job("#!/bin/sh\nsleep 600\n", &dir))
@@ -108,17 +136,7 @@ fn a_full_state_disk_refuses_submissions_and_loses_no_end() {
         run_file(&d, j);
     }
 
-    let filler = fill(&mount.0);
-    // The database may still have room in its write-ahead log for a few: submit until one is
-    // refused.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let refused = loop {
-        let out = flexsub(&d, &dir, "#!/bin/sh\ntrue\n");
-        if !out.status.success() {
-            break out;
-        }
-        assert!(Instant::now() < deadline, "no submission was refused");
-    };
+    let (filler, refused) = fill_until_refused(&d, &mount, &dir);
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(
         err.contains("cannot write its database") && err.contains("not queued"),
@@ -158,6 +176,49 @@ fn a_full_state_disk_refuses_submissions_and_loses_no_end() {
     assert_eq!((v.state, v.exit_code), (JobState::Failed, Some(7)), "{v:?}");
     let v = d.job(other).expect("the cancelled job after a restart");
     assert_eq!(v.state, JobState::Cancelled, "{v:?}");
+    d.stop();
+    drop(mount);
+}
+
+#[test]
+fn an_end_waiting_for_room_survives_a_crash_of_flexd() {
+    let Some((mut d, mount)) = on_small_disk() else {
+        return;
+    };
+    let dir = d.scratch("crash");
+    let gate = dir.join("go");
+    let job = d.client().submit(script_job(&gated(&gate), &dir)).unwrap();
+    d.wait_state(job, &[JobState::Running]);
+    let supervisor = run_file(&d, job)["supervisor_pid"].as_u64().unwrap();
+    let (filler, _) = fill_until_refused(&d, &mount, &dir);
+
+    // The job ends; flexd knows it, but cannot write it, and is killed before it can.
+    std::fs::write(&gate, "").unwrap();
+    assert_eq!(d.wait_finished(job).state, JobState::Failed);
+    d.kill9();
+    // Its supervisor could tell no flexd and write no status file: it keeps the end.
+    std::thread::sleep(Duration::from_secs(2));
+    let comm = std::fs::read_to_string(format!("/proc/{supervisor}/comm")).unwrap_or_default();
+    assert!(
+        comm.starts_with("fsv"),
+        "the supervisor gave the end up ({comm:?})"
+    );
+
+    // Room again, flexd again: the end is the job's own, not NODE_FAIL.
+    std::fs::remove_file(&filler).unwrap();
+    d.restart();
+    let v = wait_for("the end recorded after the restart", || {
+        d.job(job).filter(|v| v.state.is_finished())
+    });
+    assert_eq!(
+        (v.state, v.exit_code),
+        (JobState::Failed, Some(7)),
+        "{v:?}\n{}",
+        d.log()
+    );
+    d.restart();
+    let v = d.job(job).expect("the job after another restart");
+    assert_eq!((v.state, v.exit_code), (JobState::Failed, Some(7)), "{v:?}");
     d.stop();
     drop(mount);
 }

@@ -43,6 +43,10 @@ use std::time::{Duration, Instant};
 /// How long the end of a job waits for its cgroup to empty before removing it.
 const CGROUP_DRAIN: Duration = Duration::from_secs(10);
 
+/// The longest pause between two tries to record an end that neither flexd nor the disk could
+/// take.
+const REPORT_RETRY_MAX: Duration = Duration::from_secs(5);
+
 /// The largest launch spec accepted (a job's script and environment are bounded far below).
 const MAX_SPEC: usize = 1 << 30;
 
@@ -101,26 +105,33 @@ fn start(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Path>) -> Result<u3
             let _ = nix::unistd::setsid();
             detach_stdio();
             let status = supervise(spec, run_dir, cgroups);
-            let code = report(spec, run_dir, status);
+            report(spec, run_dir, status);
             // SAFETY: ends the supervisor without flushing buffers it shares with its parent.
-            unsafe { libc::_exit(code) }
+            unsafe { libc::_exit(0) }
         }
     }
 }
 
 /// Tell flexd how the job ended; when it cannot be told (down, restarting, no answer), write
-/// the status file durably for it to read, and say so if it is up again. The exit code.
-fn report(spec: &LaunchSpec, run_dir: &Path, status: StatusFile) -> i32 {
+/// the status file durably for it to read, and say so if it is up again. When neither works
+/// (flexd down, or waiting for a full disk that the status file cannot be written to either),
+/// keep the end and try both again, for as long as it takes: a flexd started meanwhile finds
+/// this supervisor alive, takes the job back as running, and hears the end on the next try.
+fn report(spec: &LaunchSpec, run_dir: &Path, status: StatusFile) {
     let job = JobId(spec.job);
-    if notify(&spec.socket, job, Some(status.clone())).is_ok() {
-        return 0;
-    }
     let body = serde_json::to_vec(&status).expect("status serializes");
-    if write_atomic(&status_file(run_dir, job), &body, true).is_err() {
-        return 3;
+    let mut pause = Duration::from_millis(250);
+    loop {
+        if notify(&spec.socket, job, Some(status.clone())).is_ok() {
+            return;
+        }
+        if write_atomic(&status_file(run_dir, job), &body, true).is_ok() {
+            let _ = notify(&spec.socket, job, None);
+            return;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(REPORT_RETRY_MAX);
     }
-    let _ = notify(&spec.socket, job, None);
-    0
 }
 
 /// Set this process's name (`/proc/self/comm`).
