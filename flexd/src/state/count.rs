@@ -232,8 +232,8 @@ impl Held {
         }
     }
 
-    /// `n` jobs holding `slots` leave memory (forgotten after they ended, or never stored);
-    /// queued ones leave the queue first.
+    /// `n` jobs holding `slots`, out of the queue, leave memory (forgotten after they ended, or
+    /// never stored).
     pub(crate) fn release(&mut self, slots: Slots, n: u32) {
         for i in slots.into_iter().filter(|&i| i != u32::MAX) {
             let e = &mut self.entries[i as usize];
