@@ -72,16 +72,20 @@ pub(crate) struct Shared {
 /// A connection's place in the budgets; given back on drop.
 pub(crate) struct ConnSlot<'a> {
     shared: &'a Shared,
-    uid: u32,
+    /// None for a uid that is not counted (root, flexd's own).
+    uid: Option<u32>,
 }
 
 impl Drop for ConnSlot<'_> {
     fn drop(&mut self) {
+        let Some(uid) = self.uid else {
+            return;
+        };
         let mut conns = self.shared.conns.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = conns.get_mut(&self.uid) {
+        if let Some(n) = conns.get_mut(&uid) {
             *n -= 1;
             if *n == 0 {
-                conns.remove(&self.uid);
+                conns.remove(&uid);
             }
         }
     }
@@ -151,7 +155,16 @@ impl Shared {
     }
 
     /// Take a place for a connection of `uid`, or say why it has none.
+    /// Root and flexd's own user are not counted: job supervisors report ends as them, and
+    /// many wait at once while the database cannot be written (the descriptor budget still
+    /// bounds them).
     pub(crate) fn conn_slot(&self, uid: u32, user: &str) -> Result<ConnSlot<'_>, String> {
+        if uid == 0 || uid == nix::unistd::geteuid().as_raw() {
+            return Ok(ConnSlot {
+                shared: self,
+                uid: None,
+            });
+        }
         let max = self.limits().max_connections_per_user;
         let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
         let n = conns.entry(uid).or_insert(0);
@@ -161,7 +174,10 @@ impl Shared {
             ));
         }
         *n += 1;
-        Ok(ConnSlot { shared: self, uid })
+        Ok(ConnSlot {
+            shared: self,
+            uid: Some(uid),
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, Core> {
