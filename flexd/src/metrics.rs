@@ -233,6 +233,7 @@ mod tests {
             reason: None,
             cancelled_by: None,
             charge: Vec::new(),
+            max_rss: None,
         }))
     }
 

@@ -281,3 +281,44 @@ fn flexacct_gives_the_fields_scripts_read_with_max_rss() {
     let kib: u64 = f[4].strip_suffix('K').unwrap().parse().unwrap();
     assert!(kib >= 64 * 1024, "{row}");
 }
+
+#[test]
+fn max_rss_is_kept_for_an_end_flexd_reads_from_the_status_file() {
+    let mut d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("acct-down");
+    let gate = dir.join("go");
+    let script = format!(
+        "#!/bin/sh\nwhile [ ! -e {} ]; do sleep 0.1; done\n\
+         dd if=/dev/zero of=/dev/null bs=64M count=2 2>/dev/null\nexit 2\n",
+        gate.display()
+    );
+    let job = submit(&d, &dir, "mem.sh", &script, &[]);
+    d.wait_state(job, &[JobState::Running]);
+    // flexd is down when the job ends: its supervisor leaves the end in its status file.
+    d.stop();
+    std::fs::write(&gate, "").unwrap();
+    let status = d.state_dir().join("run").join(format!("{job}.status"));
+    wait_for("the status file", || status.exists().then_some(()));
+    d.restart();
+    assert_eq!(d.wait_finished(job).state, JobState::Failed);
+    let out = cmd(&d, "flexacct")
+        .args([
+            "-n",
+            "-P",
+            "-X",
+            "-j",
+            &job.to_string(),
+            "--format=State,MaxRSS",
+        ])
+        .output()
+        .unwrap();
+    let row = text(&out.stdout);
+    let f: Vec<&str> = row.trim_end().split('|').collect();
+    assert_eq!(f[0], "FAILED", "{row}");
+    let kib: u64 = f[1]
+        .strip_suffix('K')
+        .unwrap_or_else(|| panic!("{row}"))
+        .parse()
+        .unwrap();
+    assert!(kib >= 64 * 1024, "{row}");
+}

@@ -312,6 +312,7 @@ impl LaunchSink for Shared {
                     signal: None,
                     time: unix_now(),
                     note: Some(why),
+                    max_rss: None,
                 },
             )
         });

@@ -79,6 +79,8 @@ pub(crate) struct Outcome {
     pub signal: Option<i32>,
     pub time: u64,
     pub note: Option<String>,
+    /// The run's peak resident memory in bytes, when its supervisor measured it.
+    pub max_rss: Option<u64>,
 }
 
 impl From<&StatusFile> for Outcome {
@@ -89,6 +91,7 @@ impl From<&StatusFile> for Outcome {
             signal: s.signal,
             time: s.end_time,
             note: s.note.clone(),
+            max_rss: s.max_rss,
         }
     }
 }
@@ -421,6 +424,7 @@ impl State {
             reason,
             cancelled_by: by,
             charge: Vec::new(),
+            max_rss: None,
         })));
         self.dirty = true;
     }
@@ -460,6 +464,7 @@ impl State {
             reason: o.note,
             cancelled_by: None,
             charge,
+            max_rss: o.max_rss,
         })));
         self.dirty = true;
         if let Some(hold) = requeue {
@@ -562,6 +567,7 @@ pub(crate) fn node_fail(now: u64, note: String) -> Outcome {
         signal: None,
         time: now,
         note: Some(note),
+        max_rss: None,
     }
 }
 

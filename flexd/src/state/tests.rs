@@ -95,6 +95,7 @@ fn end(st: &mut State, id: JobId, state: JobState) {
         signal: None,
         time: NOW + 1,
         note: None,
+        max_rss: None,
     };
     assert!(st.finish(id, o));
 }

@@ -246,6 +246,7 @@ fn one_bad_change_does_not_fail_its_batch() {
             reason: None,
             cancelled_by: None,
             charge: Vec::new(),
+            max_rss: None,
         }),
         Done::Then(Box::new(move |r| t2.send(r).unwrap())),
     );
@@ -312,6 +313,7 @@ fn starts_and_ends_are_recorded_and_loaded() {
             reason: None,
             cancelled_by: None,
             charge: Vec::new(),
+            max_rss: None,
         }),
         Done::Nothing,
     );

@@ -48,6 +48,8 @@ pub(crate) struct End {
     /// The fair-share usage its run leaves its user and account with (none if it never ran),
     /// written in the same transaction as the end.
     pub charge: Vec<UsageRow>,
+    /// The run's peak resident memory in bytes (sacct's MaxRSS), when measured.
+    pub max_rss: Option<u64>,
 }
 
 /// One change to the database.
@@ -88,11 +90,6 @@ pub(crate) enum Op {
         from: JobState,
     },
     Update(Box<Update>),
-    /// The peak resident memory its supervisor measured, in bytes (after its end).
-    MaxRss {
-        job: JobId,
-        bytes: u64,
-    },
     /// Nothing: its acknowledgement says every change sent before it is committed.
     Barrier,
 }
@@ -343,7 +340,6 @@ fn op_name(op: &Op) -> String {
         Op::RequeueRequested { job, .. } => format!("record the requeue request of job {job}"),
         Op::Requeue { job, .. } => format!("requeue job {job}"),
         Op::Update(u) => format!("update job {}", u.job),
-        Op::MaxRss { job, .. } => format!("record the peak memory of job {job}"),
         Op::Barrier => "barrier".into(),
     }
 }
@@ -377,7 +373,8 @@ fn apply(tx: &Transaction, bodies: &mut Bodies, op: &Op) -> Result<Option<JobId>
         Op::End(e) => {
             tx.prepare_cached(
                 "UPDATE jobs SET state = ?2, end_time = ?3, exit_code = ?4, signal = ?5,
-                    reason = ?6, cancelled_by = COALESCE(?7, cancelled_by)
+                    reason = ?6, cancelled_by = COALESCE(?7, cancelled_by),
+                    max_rss = COALESCE(?8, max_rss)
                  WHERE id = ?1",
             )?
             .execute(params![
@@ -388,6 +385,7 @@ fn apply(tx: &Transaction, bodies: &mut Bodies, op: &Op) -> Result<Option<JobId>
                 e.signal,
                 e.reason,
                 e.cancelled_by,
+                e.max_rss.map(|b| b as i64),
             ])?;
             event(tx, e.job, e.time, Some(e.from), e.to, e.reason.as_deref())?;
             super::usage::save(tx, &e.charge)?;
@@ -401,10 +399,6 @@ fn apply(tx: &Transaction, bodies: &mut Bodies, op: &Op) -> Result<Option<JobId>
             from,
         } => queueing::requeue(tx, *job, *time, *hold, *from)?,
         Op::Update(u) => queueing::update(tx, u)?,
-        Op::MaxRss { job, bytes } => {
-            tx.prepare_cached("UPDATE jobs SET max_rss = ?2 WHERE id = ?1")?
-                .execute(params![job.0 as i64, *bytes as i64])?;
-        }
         Op::Barrier => {}
     }
     Ok(None)

@@ -24,7 +24,6 @@ pub(crate) async fn reported(
         None => files::read_status(&shared.run_dir, job),
     };
     let had_status = matches!(status, Ok(Some(_))) && !from_frame;
-    let max_rss = status.as_ref().ok().and_then(|s| s.as_ref()?.max_rss);
     let (r, stale) = shared.with_core(|c| {
         let was_running = c
             .state
@@ -38,10 +37,6 @@ pub(crate) async fn reported(
     // nothing will remove these files after a commit.
     if stale && had_status {
         files::remove_job_files(&shared.run_dir, job);
-    }
-    if let (Some(bytes), Response::Pong) = (max_rss, &r) {
-        let op = crate::store::writer::Op::MaxRss { job, bytes };
-        shared.writer.send(op, crate::store::writer::Done::Nothing);
     }
     if from_frame && r == Response::Pong {
         shared.barrier().await;

@@ -52,6 +52,7 @@ fn end(st: &mut State, id: JobId, time: u64) {
         signal: None,
         time,
         note: None,
+        max_rss: None,
     };
     assert!(st.finish(id, o));
 }
