@@ -119,6 +119,23 @@ impl Cluster {
         let h = &self.hosts[host.0 as usize];
         place::place(h, req, &self.config).map(|(units, cores)| Allocation { host, units, cores })
     }
+
+    /// The hosts with at least `lb` free share at the root, best fit first: the only ones
+    /// that may hold a request of that lower bound.
+    fn candidates(&self, lb: u32) -> impl Iterator<Item = HostId> + '_ {
+        // Most jobs of a long queue fit nowhere: the host with the most free share, the last,
+        // answers that before a range search.
+        let any = self.by_free.last().is_some_and(|&(most, _)| most >= lb);
+        any.then(|| self.by_free.range((lb, HostId(0))..).map(|&(_, host)| host))
+            .into_iter()
+            .flatten()
+    }
+
+    /// Whether the host that `released` was on, which just got it back, may hold `req`.
+    fn may_hold_after_release(&self, req: &Request, released: &Allocation) -> bool {
+        // As `place`: a host with less free share than the bound cannot hold the job.
+        self.hosts[released.host.0 as usize].free_root() >= place::lower_bound(req)
+    }
 }
 
 impl Model for Cluster {
@@ -127,29 +144,32 @@ impl Model for Cluster {
     fn admit(&self, job: &PendingJob) -> Result<(), String> {
         let req = &job.request;
         req.validate()?;
-        if self
-            .idle
-            .iter()
-            .any(|h| place::place(h, req, &self.config).is_some())
-        {
+        if self.idle.iter().any(|h| place::fits(h, req, &self.config)) {
             return Ok(());
         }
         Err(place::why_not(&self.idle, req, &self.config))
     }
 
     fn place(&self, job: &PendingJob) -> Option<Allocation> {
-        let lb = place::lower_bound(&job.request);
-        self.by_free
-            .range((lb, HostId(0))..)
-            .find_map(|&(_, host)| self.place_on(host, &job.request))
+        self.candidates(place::lower_bound(&job.request))
+            .find_map(|host| self.place_on(host, &job.request))
     }
 
     fn place_after_release(&self, job: &PendingJob, released: &Allocation) -> Option<Allocation> {
-        // As `place`: a host with less free share than the bound cannot hold the job.
-        if self.hosts[released.host.0 as usize].free_root() < place::lower_bound(&job.request) {
-            return None;
-        }
-        self.place_on(released.host, &job.request)
+        self.may_hold_after_release(&job.request, released)
+            .then(|| self.place_on(released.host, &job.request))
+            .flatten()
+    }
+
+    fn fits(&self, job: &PendingJob) -> bool {
+        self.candidates(place::lower_bound(&job.request))
+            .any(|host| place::fits(&self.hosts[host.0 as usize], &job.request, &self.config))
+    }
+
+    fn fits_after_release(&self, job: &PendingJob, released: &Allocation) -> bool {
+        let h = &self.hosts[released.host.0 as usize];
+        self.may_hold_after_release(&job.request, released)
+            && place::fits(h, &job.request, &self.config)
     }
 
     fn occupy(&mut self, a: &Allocation) {

@@ -72,10 +72,13 @@ fn pass_in_order<'q, M: Model>(
     listed: usize,
 ) -> Decisions<M::Placement> {
     let mut state = model.clone();
+    // Room for the head and a window of pending jobs at least (a pass over a long queue ends
+    // there): grown from empty, these were reallocated at every pass.
+    let window = backfill_window(policy);
     let mut out = Decisions {
         starts: Vec::new(),
         reservation: None,
-        pending: Vec::with_capacity(listed),
+        pending: Vec::with_capacity(listed.max(window.min(64) + 1)),
     };
     // Resources held past now, by index: below `running.len()` a running job, above it a job
     // this pass starts (borrowed, not copied: a pass over thousands of running jobs stays cheap).
@@ -105,7 +108,7 @@ fn pass_in_order<'q, M: Model>(
         job: head.id,
         start: t,
     });
-    let window = jobs.take(backfill_window(policy));
+    let window = jobs.take(window);
     if policy.kind == PolicyKind::Conservative {
         let plan = Plan {
             running,
@@ -218,7 +221,7 @@ fn backfill<'a, M: Model>(
                 // must leave the head room at the reservation time.
                 let ok = end <= shadow_time || {
                     shadow.occupy(&p);
-                    let fits = shadow.place(head).is_some();
+                    let fits = shadow.fits(head);
                     if !fits {
                         shadow.release(&p);
                     }
@@ -294,7 +297,7 @@ fn conservative<'a, M: Model>(
                 continue;
             }
         }
-        let fits_now = state.place(job).is_some();
+        let fits_now = state.fits(job);
         let mut times: Vec<Time> = plan
             .ends
             .iter()
@@ -315,7 +318,7 @@ fn conservative<'a, M: Model>(
                 base.release(plan.held(ends[gone].1, &out.starts));
                 gone += 1;
             }
-            base.place(job).is_some()
+            base.fits(job)
                 && holds(base.clone(), &plan, t, Some(job), None)
                 && plan
                     .reserved
@@ -376,7 +379,7 @@ fn holds<M: Model>(
             }
         }
     }
-    job.is_none_or(|j| s.place(j).is_some())
+    job.is_none_or(|j| s.fits(j))
 }
 
 /// The head's earliest start, from the expected ends of the jobs holding resources (`held`
@@ -396,7 +399,7 @@ fn reserve<'a, M: Model + 'a>(
         let (t, k) = ends[i];
         shadow.release(held(k));
         i += 1;
-        if shadow.place_after_release(head, held(k)).is_some() {
+        if shadow.fits_after_release(head, held(k)) {
             let at = t.max(now);
             // Everything that ends at the same moment is free at the reservation too.
             while i < ends.len() && ends[i].0 <= at {

@@ -17,6 +17,7 @@
 //!    affinity cores first, exclusive; farther NUMA nodes only when the near one is full.
 
 mod leaves;
+mod scratch;
 
 use super::alloc::{Allocation, Unit};
 use super::config::ClusterConfig;
@@ -24,7 +25,11 @@ use gres_plugin::request::Strategy;
 use gres_plugin::tree::{Capacity, CostTree, NodeId, WHOLE};
 use gres_plugin::{CoreId, HostModel, LeafId, Request};
 use leaves::place_leaves;
+use scratch::Scratch;
 use std::sync::Arc;
+
+/// The units of one placement (on the stack up to 16).
+type Units = Scratch<Unit, 16>;
 
 /// What never changes about a host.
 #[derive(Debug)]
@@ -262,23 +267,46 @@ pub(crate) fn place(
     req: &Request,
     cfg: &ClusterConfig,
 ) -> Option<(Vec<Unit>, Vec<CoreId>)> {
+    let mut units = Units::new(NO_UNIT);
+    if !place_units(h, req, cfg, &mut units) {
+        return None;
+    }
+    let per = req.cores_per_leaf;
+    // No more than the host's free cores: a hostile request may ask for u32::MAX per leaf.
+    let mut cores = Vec::with_capacity(
+        units
+            .len()
+            .saturating_mul(per as usize)
+            .min(h.n_cores_free as usize),
+    );
+    pick_cores(h, &units, per, |c| cores.push(c)).then(|| (units.to_vec(), cores))
+}
+
+/// Whether [`place`] would place the request on this host, without building the placement.
+pub(crate) fn fits(h: &HostState, req: &Request, cfg: &ClusterConfig) -> bool {
+    let mut units = Units::new(NO_UNIT);
+    place_units(h, req, cfg, &mut units) && pick_cores(h, &units, req.cores_per_leaf, |_| ())
+}
+
+/// The units of [`place`], into `units` (empty; its cores are picked for them after); false
+/// when there are none.
+fn place_units(h: &HostState, req: &Request, cfg: &ClusterConfig, units: &mut Units) -> bool {
     let wants_whole = req.leaf_type.as_deref() == Some("gpu");
-    let mut units = None;
-    if h.stat.has_mig && !wants_whole {
-        units = place_leaves(h, req);
+    if h.stat.has_mig && !wants_whole && place_leaves(h, req, units) {
+        return true;
     }
-    if units.is_none()
-        && h.stat.whole_gpu_mem > 0
-        && req.leaf_type.as_deref().is_none_or(|t| t == "gpu")
-    {
-        units = match whole_ask(req, h.stat.whole_gpu_mem, cfg).ok()? {
-            WholeAsk::Gpus(n) => place_whole(h, n),
-            WholeAsk::Share(s) => place_share(h, s, req.placement.unwrap_or(cfg.default_strategy)),
-        };
+    if h.stat.whole_gpu_mem == 0 || req.leaf_type.as_deref().is_some_and(|t| t != "gpu") {
+        return false;
     }
-    let units = units?;
-    let cores = pick_cores(h, &units, req.cores_per_leaf)?;
-    Some((units, cores))
+    let whole = match whole_ask(req, h.stat.whole_gpu_mem, cfg) {
+        Ok(WholeAsk::Gpus(n)) => place_whole(h, n),
+        Ok(WholeAsk::Share(s)) => place_share(h, s, req.placement.unwrap_or(cfg.default_strategy)),
+        Err(_) => None,
+    };
+    whole.is_some_and(|w| {
+        units.extend(w);
+        true
+    })
 }
 
 /// `n` idle whole GPUs under the cheapest subtree that holds them (Gaia Link; Singular when
@@ -323,6 +351,12 @@ fn place_whole(h: &HostState, n: u32) -> Option<Vec<Unit>> {
     )
 }
 
+/// What fills the unused slots of [`Units`].
+const NO_UNIT: Unit = Unit {
+    leaf: LeafId(0),
+    share: 0,
+};
+
 /// A share of one whole GPU, chosen by strategy.
 fn place_share(h: &HostState, share: u32, strategy: Strategy) -> Option<Vec<Unit>> {
     let m = &h.model;
@@ -346,15 +380,18 @@ fn place_share(h: &HostState, share: u32, strategy: Strategy) -> Option<Vec<Unit
     Some(vec![Unit { leaf, share }])
 }
 
-/// `per` cores for each unit, nearest its GPU first, exclusive.
-fn pick_cores(h: &HostState, units: &[Unit], per: u32) -> Option<Vec<CoreId>> {
+/// `per` cores for each unit, nearest its GPU first, exclusive: `take` gets each one; false
+/// when they are not all there.
+fn pick_cores(h: &HostState, units: &[Unit], per: u32, mut take: impl FnMut(CoreId)) -> bool {
     // A hostile request may ask for u32::MAX cores per leaf: no host has that many.
-    let need = (units.len() as u32).checked_mul(per)?;
+    let Some(need) = (units.len() as u32).checked_mul(per) else {
+        return false;
+    };
     if need > h.n_cores_free {
-        return None;
+        return false;
     }
-    let mut free = h.cores_free.clone();
-    let mut out = Vec::with_capacity(need as usize);
+    // The free cores' bitmap, on the stack for hosts of up to 256 cores.
+    let mut free: Scratch<u64, 4> = Scratch::from_slice(0, &h.cores_free);
     for u in units {
         let g = h.stat.leaf_gpu[u.leaf.0 as usize] as usize;
         let mut left = per;
@@ -365,15 +402,15 @@ fn pick_cores(h: &HostState, units: &[Unit], per: u32) -> Option<Vec<CoreId>> {
             let p = p as usize;
             if free[p / 64] >> (p % 64) & 1 == 1 {
                 free[p / 64] &= !(1 << (p % 64));
-                out.push(h.model.cores[p].id);
+                take(h.model.cores[p].id);
                 left -= 1;
             }
         }
         if left > 0 {
-            return None;
+            return false;
         }
     }
-    Some(out)
+    true
 }
 
 /// Why a request fits no idle host, for the admission error.
