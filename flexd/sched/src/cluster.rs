@@ -7,15 +7,16 @@ use super::place::{self, HostState};
 use super::{Model, PendingJob};
 use gres_plugin::tree::CostTree;
 use gres_plugin::{CoreId, HostId, HostModel, LeafId, Request};
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The free state of every host.
 #[derive(Clone, Debug)]
 pub struct Cluster {
     hosts: Vec<HostState>,
-    /// Hosts by free share at the root (thousandths), for best-fit search across hosts.
-    by_free: BTreeSet<(u32, HostId)>,
+    /// Hosts by free share at the root (thousandths), ascending, for best-fit search across
+    /// hosts. A sorted vector: a pass copies the free state twice, and a copy of this is one
+    /// allocation (a tree set's was one per node), and a host's move in it one memmove.
+    by_free: Vec<(u32, HostId)>,
     /// One idle copy per distinct host model, for admission.
     idle: Arc<Vec<HostState>>,
     config: ClusterConfig,
@@ -42,11 +43,12 @@ impl Cluster {
             };
             hosts.push(state);
         }
-        let by_free = hosts
+        let mut by_free: Vec<(u32, HostId)> = hosts
             .iter()
             .enumerate()
             .map(|(i, h)| (h.free_root(), HostId(i as u32)))
             .collect();
+        by_free.sort_unstable();
         Self {
             hosts,
             by_free,
@@ -109,9 +111,21 @@ impl Cluster {
         let before = h.free_root();
         f(h);
         let after = h.free_root();
-        if before != after {
-            self.by_free.remove(&(before, host));
-            self.by_free.insert((after, host));
+        if before == after {
+            return;
+        }
+        // Move the host's entry from its old place to its new one.
+        let by_free = &mut self.by_free;
+        let i = by_free
+            .binary_search(&(before, host))
+            .expect("every host is indexed by its free share");
+        let j = by_free.partition_point(|&e| e < (after, host));
+        if j > i {
+            by_free[i..j].rotate_left(1);
+            by_free[j - 1] = (after, host);
+        } else {
+            by_free[j..=i].rotate_right(1);
+            by_free[j] = (after, host);
         }
     }
 
@@ -124,11 +138,12 @@ impl Cluster {
     /// that may hold a request of that lower bound.
     fn candidates(&self, lb: u32) -> impl Iterator<Item = HostId> + '_ {
         // Most jobs of a long queue fit nowhere: the host with the most free share, the last,
-        // answers that before a range search.
-        let any = self.by_free.last().is_some_and(|&(most, _)| most >= lb);
-        any.then(|| self.by_free.range((lb, HostId(0))..).map(|&(_, host)| host))
-            .into_iter()
-            .flatten()
+        // answers that before a search.
+        let from = match self.by_free.last() {
+            Some(&(most, _)) if most >= lb => self.by_free.partition_point(|&(f, _)| f < lb),
+            _ => self.by_free.len(),
+        };
+        self.by_free[from..].iter().map(|&(_, host)| host)
     }
 
     /// Whether the host that `released` was on, which just got it back, may hold `req`.
