@@ -202,25 +202,46 @@ fn smallest_set(mems_desc: &[u64], k: u32, mem: u64) -> Option<u32> {
 
 /// Deal `n` leaves over `gpus` into `out`: each next leaf from the GPU with the fewest dealt so
 /// far (ties: the one with the most left, then the lowest position). Returns the most dealt to
-/// one GPU.
+/// one GPU; None when the GPUs hold fewer than `n`.
+///
+/// The dealing goes in rounds: in round `r` every GPU with more than `r` leaves gets its
+/// `r + 1`-th, those with the most leaves first (ties: the lowest position). So the GPUs with
+/// more than `r` leaves are a prefix of that order, and after the full rounds `r` a GPU holds
+/// `min(leaves, r)` and the first `rest` of that prefix one more: the counts are computed
+/// instead of dealt leaf by leaf, and each GPU's first leaves taken at once (`out` lists them
+/// by GPU, not in dealing order; its callers use it as a set).
 fn round_robin<'a>(
     gpus: &[u32],
     slice: &impl Fn(u32) -> &'a [LeafId],
     n: usize,
     out: &mut Chosen,
 ) -> Option<usize> {
-    // Leaves dealt per GPU, on the stack for any host of up to 16 GPUs.
-    let mut taken: Scratch<usize, 16> = Scratch::filled(0, gpus.len());
-    for _ in 0..n {
-        let (i, _) = gpus
-            .iter()
-            .enumerate()
-            .filter(|(i, &g)| taken[*i] < slice(g).len())
-            .min_by_key(|(i, &g)| (taken[*i], std::cmp::Reverse(slice(g).len() - taken[*i]), g))?;
-        out.push(slice(gpus[i])[taken[i]]);
-        taken[i] += 1;
+    // Positions into `gpus`, most leaves first, on the stack for any host of up to 16 GPUs.
+    let mut order: Scratch<usize, 16> = Scratch::new(0);
+    order.extend(0..gpus.len());
+    order.sort_unstable_by_key(|&i| (std::cmp::Reverse(slice(gpus[i]).len()), gpus[i]));
+    // Full rounds, and the leaves left for the last, partial one.
+    let (mut rounds, mut rest) = (0, n);
+    loop {
+        // The GPUs with a leaf for round `rounds`.
+        let open = order.partition_point(|&i| slice(gpus[i]).len() > rounds);
+        if rest < open || rest == 0 {
+            break;
+        }
+        if open == 0 {
+            return None;
+        }
+        rest -= open;
+        rounds += 1;
     }
-    Some(taken.iter().copied().max().unwrap_or(0))
+    let mut spread = 0;
+    for (rank, &i) in order.iter().enumerate() {
+        let leaves = slice(gpus[i]);
+        let taken = leaves.len().min(rounds) + usize::from(rank < rest);
+        out.extend(leaves[..taken].iter().copied());
+        spread = spread.max(taken);
+    }
+    Some(spread)
 }
 
 /// Swap small leaves for larger free ones in the subtree until the memory is met.
@@ -256,4 +277,57 @@ fn top_up_memory<'a>(
         chosen[i] = big;
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{round_robin, Chosen};
+    use gres_plugin::LeafId;
+    use proptest::prelude::*;
+
+    /// The dealing itself, one leaf at a time, as [`round_robin`] describes it.
+    fn dealt(gpus: &[u32], lists: &[Vec<LeafId>], n: usize) -> Option<(Vec<LeafId>, usize)> {
+        let mut taken = vec![0usize; gpus.len()];
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let len = |i: usize| lists[gpus[i] as usize].len();
+            let (i, _) = gpus
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| taken[i] < len(i))
+                .min_by_key(|&(i, &g)| (taken[i], std::cmp::Reverse(len(i) - taken[i]), g))?;
+            out.push(lists[gpus[i] as usize][taken[i]]);
+            taken[i] += 1;
+        }
+        Some((out, taken.into_iter().max().unwrap_or(0)))
+    }
+
+    proptest! {
+        #[test]
+        fn counts_give_the_leaves_of_the_dealing(
+            lens in proptest::collection::vec(0usize..9, 1..20),
+            pick in proptest::collection::vec(any::<bool>(), 20),
+            n in 0usize..40,
+        ) {
+            // Leaves numbered by GPU; a subset of the GPUs in position order, as subtrees have.
+            let mut next = 0u32;
+            let lists: Vec<Vec<LeafId>> = lens
+                .iter()
+                .map(|&l| (0..l).map(|_| { next += 1; LeafId(next) }).collect())
+                .collect();
+            let gpus: Vec<u32> = (0..lens.len() as u32).filter(|&g| pick[g as usize]).collect();
+            let slice = |g: u32| lists[g as usize].as_slice();
+            let mut out = Chosen::new(LeafId(0));
+            let got = round_robin(&gpus, &slice, n, &mut out);
+            let want = dealt(&gpus, &lists, n);
+            prop_assert_eq!(got.is_some(), want.is_some());
+            if let (Some(spread), Some((mut leaves, most))) = (got, want) {
+                let mut mine = out.to_vec();
+                mine.sort_unstable();
+                leaves.sort_unstable();
+                prop_assert_eq!(mine, leaves);
+                prop_assert_eq!(spread, most);
+            }
+        }
+    }
 }
