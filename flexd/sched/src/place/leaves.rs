@@ -32,18 +32,22 @@ struct FreeLeaves {
 impl FreeLeaves {
     /// Lists them in place (the lists are on the stack: built where they are used, not moved).
     fn list(&mut self, h: &HostState, req: &Request) {
-        let m = &h.model;
-        for ls in &h.stat.gpu_leaves {
+        let stat = &h.stat;
+        for ls in &stat.gpu_leaves {
             self.at.push(self.flat.len() as u32);
             for &l in ls {
-                if h.free(l) != WHOLE {
+                let i = l.0 as usize;
+                if !stat.leaf_mig[i] || h.free(l) != WHOLE {
                     continue;
                 }
-                let leaf = m.leaf(l);
-                if leaf.is_mig() && req.leaf_type.as_deref().is_none_or(|t| leaf.profile == t) {
+                if req
+                    .leaf_type
+                    .as_deref()
+                    .is_none_or(|t| h.model.leaf(l).profile == t)
+                {
                     self.flat.push(l);
-                    self.lo = self.lo.min(leaf.memory_bytes);
-                    self.hi = self.hi.max(leaf.memory_bytes);
+                    self.lo = self.lo.min(stat.leaf_mem[i]);
+                    self.hi = self.hi.max(stat.leaf_mem[i]);
                 }
             }
         }
@@ -74,7 +78,7 @@ struct LeafAsk {
 /// MIG leaves: the smallest set on one subtree, spread round-robin over its GPUs, into `units`
 /// (empty); false when there is none.
 pub(super) fn place_leaves(h: &HostState, req: &Request, units: &mut Units) -> bool {
-    let mem_of = |l: LeafId| h.model.leaf(l).memory_bytes;
+    let mem_of = |l: LeafId| h.stat.leaf_mem[l.0 as usize];
     let k = req
         .leaves
         .unwrap_or(0)
@@ -147,7 +151,7 @@ fn subtree_choice(
     r: NodeId,
     chosen: &mut Chosen,
 ) -> Option<LeafKey> {
-    let mem_of = |l: LeafId| h.model.leaf(l).memory_bytes;
+    let mem_of = |l: LeafId| h.stat.leaf_mem[l.0 as usize];
     let slice = |g: u32| free.gpu(g);
     let node = h.stat.tree.node(r);
     let gpus = &node.gpus;
@@ -216,15 +220,15 @@ fn round_robin<'a>(
     n: usize,
     out: &mut Chosen,
 ) -> Option<usize> {
-    // Positions into `gpus`, most leaves first, on the stack for any host of up to 16 GPUs.
-    let mut order: Scratch<usize, 16> = Scratch::new(0);
-    order.extend(0..gpus.len());
-    order.sort_unstable_by_key(|&i| (std::cmp::Reverse(slice(gpus[i]).len()), gpus[i]));
+    // (leaves, GPU) of each GPU, most leaves first, on the stack for any host of up to 16 GPUs.
+    let mut order: Scratch<(usize, u32), 16> = Scratch::new((0, 0));
+    order.extend(gpus.iter().map(|&g| (slice(g).len(), g)));
+    order.sort_unstable_by_key(|&(len, g)| (std::cmp::Reverse(len), g));
     // Full rounds, and the leaves left for the last, partial one.
     let (mut rounds, mut rest) = (0, n);
     loop {
         // The GPUs with a leaf for round `rounds`.
-        let open = order.partition_point(|&i| slice(gpus[i]).len() > rounds);
+        let open = order.partition_point(|&(len, _)| len > rounds);
         if rest < open || rest == 0 {
             break;
         }
@@ -235,10 +239,9 @@ fn round_robin<'a>(
         rounds += 1;
     }
     let mut spread = 0;
-    for (rank, &i) in order.iter().enumerate() {
-        let leaves = slice(gpus[i]);
-        let taken = leaves.len().min(rounds) + usize::from(rank < rest);
-        out.extend(leaves[..taken].iter().copied());
+    for (rank, &(len, g)) in order.iter().enumerate() {
+        let taken = len.min(rounds) + usize::from(rank < rest);
+        out.extend(slice(g)[..taken].iter().copied());
         spread = spread.max(taken);
     }
     Some(spread)

@@ -38,6 +38,10 @@ pub(crate) struct HostStatic {
     roots: Vec<NodeId>,
     /// GPU position of each leaf.
     leaf_gpu: Vec<u32>,
+    /// Memory of each leaf, and whether it is a MIG leaf: read at every placement, kept here
+    /// apart from the rest of the leaf's description.
+    leaf_mem: Vec<u64>,
+    leaf_mig: Vec<bool>,
     /// Leaves of each GPU position.
     gpu_leaves: Vec<Vec<LeafId>>,
     /// Core positions (into `HostModel::cores`) in order of preference for each GPU position.
@@ -88,7 +92,9 @@ impl HostState {
                 pos
             })
             .collect();
-        let has_mig = model.leaves.iter().any(|l| l.is_mig());
+        let leaf_mem = model.leaves.iter().map(|l| l.memory_bytes).collect();
+        let leaf_mig: Vec<bool> = model.leaves.iter().map(|l| l.is_mig()).collect();
+        let has_mig = leaf_mig.contains(&true);
         let whole_gpu_mem = model
             .leaves
             .iter()
@@ -107,6 +113,8 @@ impl HostState {
                 tree,
                 roots,
                 leaf_gpu,
+                leaf_mem,
+                leaf_mig,
                 gpu_leaves,
                 core_order,
                 has_mig,
@@ -128,7 +136,12 @@ impl HostState {
     }
 
     fn core_pos(&self, core: CoreId) -> Option<usize> {
-        self.model.cores.binary_search_by_key(&core, |c| c.id).ok()
+        let cores = &self.model.cores;
+        // Cores are usually numbered by position: look there before searching.
+        match cores.get(core.0 as usize) {
+            Some(c) if c.id == core => Some(core.0 as usize),
+            _ => cores.binary_search_by_key(&core, |c| c.id).ok(),
+        }
     }
 
     pub(crate) fn core_is_free(&self, core: CoreId) -> bool {
