@@ -72,13 +72,10 @@ fn pass_in_order<'q, M: Model>(
     listed: usize,
 ) -> Decisions<M::Placement> {
     let mut state = model.clone();
-    // Room for the head and a window of pending jobs at least (a pass over a long queue ends
-    // there): grown from empty, these were reallocated at every pass.
-    let window = backfill_window(policy);
     let mut out = Decisions {
         starts: Vec::new(),
         reservation: None,
-        pending: Vec::with_capacity(listed.max(window.min(64) + 1)),
+        pending: Vec::with_capacity(listed),
     };
     // Resources held past now, by index: below `running.len()` a running job, above it a job
     // this pass starts (borrowed, not copied: a pass over thousands of running jobs stays cheap).
@@ -95,6 +92,10 @@ fn pass_in_order<'q, M: Model>(
     else {
         return out;
     };
+    // Room for the head and the window at once (grown from empty, the list was reallocated
+    // several times in each pass over a long queue).
+    let window = backfill_window(policy);
+    out.pending.reserve(window.min(64) + 1);
     out.pending.push(Pending {
         job: head.id,
         reason: Reason::Resources,

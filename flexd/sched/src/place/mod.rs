@@ -57,7 +57,8 @@ pub(crate) struct HostState {
     pub(crate) model: Arc<HostModel>,
     pub(crate) stat: Arc<HostStatic>,
     pub(crate) cap: Capacity,
-    cores_free: Vec<u64>,
+    /// Free cores, one bit per position (inline for hosts of up to 256 cores).
+    cores_free: Scratch<u64, 4>,
     n_cores_free: u32,
 }
 
@@ -103,7 +104,7 @@ impl HostState {
             .min()
             .unwrap_or(0);
         let n = model.cores.len();
-        let mut cores_free = vec![0u64; n.div_ceil(64)];
+        let mut cores_free = Scratch::filled(0, n.div_ceil(64));
         for p in 0..n {
             cores_free[p / 64] |= 1 << (p % 64);
         }
@@ -404,7 +405,7 @@ fn pick_cores(h: &HostState, units: &[Unit], per: u32, mut take: impl FnMut(Core
         return false;
     }
     // The free cores' bitmap, on the stack for hosts of up to 256 cores.
-    let mut free: Scratch<u64, 4> = Scratch::from_slice(0, &h.cores_free);
+    let mut free = h.cores_free.clone();
     for u in units {
         let g = h.stat.leaf_gpu[u.leaf.0 as usize] as usize;
         let mut left = per;

@@ -1,10 +1,13 @@
 //! Short lists on the stack: placement runs many times in every pass (every job it looks at,
 //! and the head again after each job end for its reservation), and its working lists hold a
 //! host's leaves, GPUs or core words at most, so for hosts of usual size they need no heap.
+//! A host's free-core bitmap is one too, so that copying the free state copies it in place.
 
+use std::fmt;
 use std::ops::{Deref, DerefMut};
 
-/// A list of up to `N` items on the stack, moved to the heap past that.
+/// A list of up to `N` items on the stack (or inline), moved to the heap past that.
+#[derive(Clone)]
 pub(crate) struct Scratch<T: Copy, const N: usize> {
     buf: [T; N],
     len: usize,
@@ -34,13 +37,6 @@ impl<T: Copy, const N: usize> Scratch<T, N> {
         s
     }
 
-    /// A list holding `items`.
-    pub(crate) fn from_slice(fill: T, items: &[T]) -> Self {
-        let mut s = Self::new(fill);
-        s.extend(items.iter().copied());
-        s
-    }
-
     pub(crate) fn push(&mut self, x: T) {
         if self.len < N {
             self.buf[self.len] = x;
@@ -56,6 +52,12 @@ impl<T: Copy, const N: usize> Scratch<T, N> {
     pub(crate) fn clear(&mut self) {
         self.len = 0;
         self.heap.clear();
+    }
+}
+
+impl<T: Copy + fmt::Debug, const N: usize> fmt::Debug for Scratch<T, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -106,7 +108,6 @@ mod tests {
         assert!(s.is_empty());
         s.extend([7, 8]);
         assert_eq!(&s[..], &[7, 8]);
-        assert_eq!(&Scratch::<u32, 1>::from_slice(0, &[4, 5])[..], &[4, 5]);
         assert_eq!(&Scratch::<u32, 2>::filled(6, 2)[..], &[6, 6]);
         let mut big = Scratch::<u32, 2>::filled(6, 3);
         big.push(1);
