@@ -31,6 +31,12 @@ use std::sync::Arc;
 /// The units of one placement (on the stack up to 16).
 type Units = Scratch<Unit, 16>;
 
+/// What fills the unused slots of [`Units`].
+const NO_UNIT: Unit = Unit {
+    leaf: LeafId(0),
+    share: 0,
+};
+
 /// What never changes about a host.
 #[derive(Debug)]
 pub(crate) struct HostStatic {
@@ -364,12 +370,6 @@ fn place_whole(h: &HostState, n: u32) -> Option<Vec<Unit>> {
             .collect(),
     )
 }
-
-/// What fills the unused slots of [`Units`].
-const NO_UNIT: Unit = Unit {
-    leaf: LeafId(0),
-    share: 0,
-};
 
 /// A share of one whole GPU, chosen by strategy.
 fn place_share(h: &HostState, share: u32, strategy: Strategy) -> Option<Vec<Unit>> {
