@@ -7,15 +7,16 @@ use super::place::{self, HostState};
 use super::{Model, PendingJob};
 use gres_plugin::tree::CostTree;
 use gres_plugin::{CoreId, HostId, HostModel, LeafId, Request};
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// The free state of every host.
 #[derive(Clone, Debug)]
 pub struct Cluster {
     hosts: Vec<HostState>,
-    /// Hosts by free share at the root (thousandths), for best-fit search across hosts.
-    by_free: BTreeSet<(u32, HostId)>,
+    /// Hosts by free share at the root (thousandths), ascending, for best-fit search across
+    /// hosts. A sorted vector: a pass copies the free state twice, and a copy of this is one
+    /// allocation (a tree set's was one per node), and a host's move in it one memmove.
+    by_free: Vec<(u32, HostId)>,
     /// One idle copy per distinct host model, for admission.
     idle: Arc<Vec<HostState>>,
     config: ClusterConfig,
@@ -42,11 +43,12 @@ impl Cluster {
             };
             hosts.push(state);
         }
-        let by_free = hosts
+        let mut by_free: Vec<(u32, HostId)> = hosts
             .iter()
             .enumerate()
             .map(|(i, h)| (h.free_root(), HostId(i as u32)))
             .collect();
+        by_free.sort_unstable();
         Self {
             hosts,
             by_free,
@@ -109,15 +111,45 @@ impl Cluster {
         let before = h.free_root();
         f(h);
         let after = h.free_root();
-        if before != after {
-            self.by_free.remove(&(before, host));
-            self.by_free.insert((after, host));
+        if before == after {
+            return;
+        }
+        // Move the host's entry from its old place to its new one.
+        let by_free = &mut self.by_free;
+        let i = by_free
+            .binary_search(&(before, host))
+            .expect("every host is indexed by its free share");
+        let j = by_free.partition_point(|&e| e < (after, host));
+        if j > i {
+            by_free[i..j].rotate_left(1);
+            by_free[j - 1] = (after, host);
+        } else {
+            by_free[j..=i].rotate_right(1);
+            by_free[j] = (after, host);
         }
     }
 
     fn place_on(&self, host: HostId, req: &Request) -> Option<Allocation> {
         let h = &self.hosts[host.0 as usize];
         place::place(h, req, &self.config).map(|(units, cores)| Allocation { host, units, cores })
+    }
+
+    /// The hosts with at least `lb` free share at the root, best fit first: the only ones
+    /// that may hold a request of that lower bound.
+    fn candidates(&self, lb: u32) -> impl Iterator<Item = HostId> + '_ {
+        // Most jobs of a long queue fit nowhere: the host with the most free share, the last,
+        // answers that before a search.
+        let from = match self.by_free.last() {
+            Some(&(most, _)) if most >= lb => self.by_free.partition_point(|&(f, _)| f < lb),
+            _ => self.by_free.len(),
+        };
+        self.by_free[from..].iter().map(|&(_, host)| host)
+    }
+
+    /// Whether the host that `released` was on, which just got it back, may hold `req`.
+    fn may_hold_after_release(&self, req: &Request, released: &Allocation) -> bool {
+        // As `place`: a host with less free share than the bound cannot hold the job.
+        self.hosts[released.host.0 as usize].free_root() >= place::lower_bound(req)
     }
 }
 
@@ -127,29 +159,32 @@ impl Model for Cluster {
     fn admit(&self, job: &PendingJob) -> Result<(), String> {
         let req = &job.request;
         req.validate()?;
-        if self
-            .idle
-            .iter()
-            .any(|h| place::place(h, req, &self.config).is_some())
-        {
+        if self.idle.iter().any(|h| place::fits(h, req, &self.config)) {
             return Ok(());
         }
         Err(place::why_not(&self.idle, req, &self.config))
     }
 
     fn place(&self, job: &PendingJob) -> Option<Allocation> {
-        let lb = place::lower_bound(&job.request);
-        self.by_free
-            .range((lb, HostId(0))..)
-            .find_map(|&(_, host)| self.place_on(host, &job.request))
+        self.candidates(place::lower_bound(&job.request))
+            .find_map(|host| self.place_on(host, &job.request))
     }
 
     fn place_after_release(&self, job: &PendingJob, released: &Allocation) -> Option<Allocation> {
-        // As `place`: a host with less free share than the bound cannot hold the job.
-        if self.hosts[released.host.0 as usize].free_root() < place::lower_bound(&job.request) {
-            return None;
-        }
-        self.place_on(released.host, &job.request)
+        self.may_hold_after_release(&job.request, released)
+            .then(|| self.place_on(released.host, &job.request))
+            .flatten()
+    }
+
+    fn fits(&self, job: &PendingJob) -> bool {
+        self.candidates(place::lower_bound(&job.request))
+            .any(|host| place::fits(&self.hosts[host.0 as usize], &job.request, &self.config))
+    }
+
+    fn fits_after_release(&self, job: &PendingJob, released: &Allocation) -> bool {
+        let h = &self.hosts[released.host.0 as usize];
+        self.may_hold_after_release(&job.request, released)
+            && place::fits(h, &job.request, &self.config)
     }
 
     fn occupy(&mut self, a: &Allocation) {

@@ -240,6 +240,17 @@ pub trait Model: Clone {
         self.place(job)
     }
 
+    /// Whether [`Model::place`] would place the job now. A pass asks this where it needs no
+    /// placement (will the head still fit?); a model may answer without building one.
+    fn fits(&self, job: &PendingJob) -> bool {
+        self.place(job).is_some()
+    }
+
+    /// Whether [`Model::place_after_release`] would place the job.
+    fn fits_after_release(&self, job: &PendingJob, released: &Self::Placement) -> bool {
+        self.place_after_release(job, released).is_some()
+    }
+
     /// Mark a placement's resources as used.
     fn occupy(&mut self, p: &Self::Placement);
 

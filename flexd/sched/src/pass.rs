@@ -92,6 +92,10 @@ fn pass_in_order<'q, M: Model>(
     else {
         return out;
     };
+    // Room for the head and the window at once (grown from empty, the list was reallocated
+    // several times in each pass over a long queue).
+    let window = backfill_window(policy);
+    out.pending.reserve(window.min(64) + 1);
     out.pending.push(Pending {
         job: head.id,
         reason: Reason::Resources,
@@ -105,7 +109,7 @@ fn pass_in_order<'q, M: Model>(
         job: head.id,
         start: t,
     });
-    let window = jobs.take(backfill_window(policy));
+    let window = jobs.take(window);
     if policy.kind == PolicyKind::Conservative {
         let plan = Plan {
             running,
@@ -218,7 +222,7 @@ fn backfill<'a, M: Model>(
                 // must leave the head room at the reservation time.
                 let ok = end <= shadow_time || {
                     shadow.occupy(&p);
-                    let fits = shadow.place(head).is_some();
+                    let fits = shadow.fits(head);
                     if !fits {
                         shadow.release(&p);
                     }
@@ -294,7 +298,7 @@ fn conservative<'a, M: Model>(
                 continue;
             }
         }
-        let fits_now = state.place(job).is_some();
+        let fits_now = state.fits(job);
         let mut times: Vec<Time> = plan
             .ends
             .iter()
@@ -315,7 +319,7 @@ fn conservative<'a, M: Model>(
                 base.release(plan.held(ends[gone].1, &out.starts));
                 gone += 1;
             }
-            base.place(job).is_some()
+            base.fits(job)
                 && holds(base.clone(), &plan, t, Some(job), None)
                 && plan
                     .reserved
@@ -376,7 +380,7 @@ fn holds<M: Model>(
             }
         }
     }
-    job.is_none_or(|j| s.place(j).is_some())
+    job.is_none_or(|j| s.fits(j))
 }
 
 /// The head's earliest start, from the expected ends of the jobs holding resources (`held`
@@ -396,7 +400,7 @@ fn reserve<'a, M: Model + 'a>(
         let (t, k) = ends[i];
         shadow.release(held(k));
         i += 1;
-        if shadow.place_after_release(head, held(k)).is_some() {
+        if shadow.fits_after_release(head, held(k)) {
             let at = t.max(now);
             // Everything that ends at the same moment is free at the reservation too.
             while i < ends.len() && ends[i].0 <= at {

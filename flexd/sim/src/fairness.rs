@@ -123,22 +123,24 @@ pub fn users(trace: &Trace) -> (HashMap<u64, u32>, Vec<String>) {
 pub fn user_of(trace: &Trace) -> (Vec<u32>, Vec<String>) {
     let mut names: Vec<String> = Vec::new();
     let mut index: HashMap<&str, u32> = HashMap::new();
-    // Runs of one user (a trace without users is one run) skip the lookup.
-    let mut last: Option<(&str, u32)> = None;
+    // Runs of one user (a trace without users is one run) skip the lookup; no user (None) is
+    // the same as an empty name, and compared without looking at text.
+    let mut last: Option<(Option<&str>, u32)> = None;
     let of = trace
         .jobs
         .iter()
         .map(|j| {
-            let name = j.user.as_deref().unwrap_or("");
-            if let Some((_, k)) = last.filter(|(n, _)| *n == name) {
+            let user = j.user.as_deref().filter(|n| !n.is_empty());
+            if let Some((_, k)) = last.filter(|(n, _)| *n == user) {
                 return k;
             }
+            let name = user.unwrap_or("");
             let next = names.len() as u32;
             let k = *index.entry(name).or_insert_with(|| {
                 names.push(name.to_string());
                 next
             });
-            last = Some((name, k));
+            last = Some((user, k));
             k
         })
         .collect();

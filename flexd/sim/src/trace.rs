@@ -120,7 +120,7 @@ impl Trace {
 
         let rows = data.iter().filter(|&&c| c == b'\n').count();
         let mut jobs = Vec::with_capacity(rows);
-        let mut first_at = IdMap::with_capacity_and_hasher(rows, Default::default());
+        let mut first_at = SeenIds::with_capacity(rows);
         // One record reused for every row; line numbers are found only for an error.
         let mut rec = csv::StringRecord::new();
         while rdr
@@ -214,6 +214,46 @@ impl Hasher for IdHasher {
 
     fn write_u64(&mut self, n: u64) {
         self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+/// Every job_id seen so far and where its record starts, to refuse one seen twice. While ids
+/// come in increasing order, as generated traces have them, a new one is checked against the
+/// last alone and noted in a list; the first one out of order turns the list into a map.
+struct SeenIds {
+    in_order: Vec<(u64, Option<u64>)>,
+    map: Option<IdMap<Option<u64>>>,
+}
+
+impl SeenIds {
+    fn with_capacity(rows: usize) -> Self {
+        Self {
+            in_order: Vec::with_capacity(rows),
+            map: None,
+        }
+    }
+
+    /// Note `id`, whose record starts at `at`; where it was seen first if it was.
+    fn insert(&mut self, id: u64, at: Option<u64>) -> Option<Option<u64>> {
+        let map = match &mut self.map {
+            Some(map) => map,
+            None => match self.in_order.last() {
+                Some(&(last, _)) if id <= last => {
+                    self.map.insert(self.in_order.drain(..).collect())
+                }
+                _ => {
+                    self.in_order.push((id, at));
+                    return None;
+                }
+            },
+        };
+        match map.entry(id) {
+            std::collections::hash_map::Entry::Occupied(first) => Some(*first.get()),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(at);
+                None
+            }
+        }
     }
 }
 
@@ -314,11 +354,7 @@ struct Row<'r> {
 impl<'r> Row<'r> {
     /// The job of this row. `first_at` holds where every job_id seen so far is; a job_id seen
     /// before is an error.
-    fn job(
-        &self,
-        cols: &Columns,
-        first_at: &mut IdMap<Option<u64>>,
-    ) -> Result<TraceJob, TraceError> {
+    fn job(&self, cols: &Columns, first_at: &mut SeenIds) -> Result<TraceJob, TraceError> {
         let [id_col, submit_col, leaves_col, duration_col, kind_col] = cols.required;
         let id_s = self.field(id_col);
         let id: u64 = id_s
@@ -522,6 +558,14 @@ mod tests {
             (
                 "1,0,1,60,train\n1,0,1,60,train\n",
                 "t.csv:3: job_id \"1\" appears twice (first on line 2)",
+            ),
+            (
+                "5,0,1,60,train\n3,0,1,60,train\n7,0,1,60,train\n5,0,1,60,train\n",
+                "t.csv:5: job_id \"5\" appears twice (first on line 2)",
+            ),
+            (
+                "2,0,1,60,train\n1,0,1,60,train\n3,0,1,60,train\n1,0,1,60,train\n",
+                "t.csv:5: job_id \"1\" appears twice (first on line 3)",
             ),
             (
                 "1,0,1,60\n",

@@ -17,6 +17,7 @@
 //!    affinity cores first, exclusive; farther NUMA nodes only when the near one is full.
 
 mod leaves;
+mod scratch;
 
 use super::alloc::{Allocation, Unit};
 use super::config::ClusterConfig;
@@ -24,7 +25,17 @@ use gres_plugin::request::Strategy;
 use gres_plugin::tree::{Capacity, CostTree, NodeId, WHOLE};
 use gres_plugin::{CoreId, HostModel, LeafId, Request};
 use leaves::place_leaves;
+use scratch::Scratch;
 use std::sync::Arc;
+
+/// The units of one placement (on the stack up to 16).
+type Units = Scratch<Unit, 16>;
+
+/// What fills the unused slots of [`Units`].
+const NO_UNIT: Unit = Unit {
+    leaf: LeafId(0),
+    share: 0,
+};
 
 /// What never changes about a host.
 #[derive(Debug)]
@@ -33,6 +44,10 @@ pub(crate) struct HostStatic {
     roots: Vec<NodeId>,
     /// GPU position of each leaf.
     leaf_gpu: Vec<u32>,
+    /// Memory of each leaf, and whether it is a MIG leaf: read at every placement, kept here
+    /// apart from the rest of the leaf's description.
+    leaf_mem: Vec<u64>,
+    leaf_mig: Vec<bool>,
     /// Leaves of each GPU position.
     gpu_leaves: Vec<Vec<LeafId>>,
     /// Core positions (into `HostModel::cores`) in order of preference for each GPU position.
@@ -48,7 +63,8 @@ pub(crate) struct HostState {
     pub(crate) model: Arc<HostModel>,
     pub(crate) stat: Arc<HostStatic>,
     pub(crate) cap: Capacity,
-    cores_free: Vec<u64>,
+    /// Free cores, one bit per position (inline for hosts of up to 256 cores).
+    cores_free: Scratch<u64, 4>,
     n_cores_free: u32,
 }
 
@@ -83,7 +99,9 @@ impl HostState {
                 pos
             })
             .collect();
-        let has_mig = model.leaves.iter().any(|l| l.is_mig());
+        let leaf_mem = model.leaves.iter().map(|l| l.memory_bytes).collect();
+        let leaf_mig: Vec<bool> = model.leaves.iter().map(|l| l.is_mig()).collect();
+        let has_mig = leaf_mig.contains(&true);
         let whole_gpu_mem = model
             .leaves
             .iter()
@@ -92,7 +110,7 @@ impl HostState {
             .min()
             .unwrap_or(0);
         let n = model.cores.len();
-        let mut cores_free = vec![0u64; n.div_ceil(64)];
+        let mut cores_free = Scratch::filled(0, n.div_ceil(64));
         for p in 0..n {
             cores_free[p / 64] |= 1 << (p % 64);
         }
@@ -102,6 +120,8 @@ impl HostState {
                 tree,
                 roots,
                 leaf_gpu,
+                leaf_mem,
+                leaf_mig,
                 gpu_leaves,
                 core_order,
                 has_mig,
@@ -123,7 +143,12 @@ impl HostState {
     }
 
     fn core_pos(&self, core: CoreId) -> Option<usize> {
-        self.model.cores.binary_search_by_key(&core, |c| c.id).ok()
+        let cores = &self.model.cores;
+        // Cores are usually numbered by position: look there before searching.
+        match cores.get(core.0 as usize) {
+            Some(c) if c.id == core => Some(core.0 as usize),
+            _ => cores.binary_search_by_key(&core, |c| c.id).ok(),
+        }
     }
 
     pub(crate) fn core_is_free(&self, core: CoreId) -> bool {
@@ -262,23 +287,46 @@ pub(crate) fn place(
     req: &Request,
     cfg: &ClusterConfig,
 ) -> Option<(Vec<Unit>, Vec<CoreId>)> {
+    let mut units = Units::new(NO_UNIT);
+    if !place_units(h, req, cfg, &mut units) {
+        return None;
+    }
+    let per = req.cores_per_leaf;
+    // No more than the host's free cores: a hostile request may ask for u32::MAX per leaf.
+    let mut cores = Vec::with_capacity(
+        units
+            .len()
+            .saturating_mul(per as usize)
+            .min(h.n_cores_free as usize),
+    );
+    pick_cores(h, &units, per, |c| cores.push(c)).then(|| (units.to_vec(), cores))
+}
+
+/// Whether [`place`] would place the request on this host, without building the placement.
+pub(crate) fn fits(h: &HostState, req: &Request, cfg: &ClusterConfig) -> bool {
+    let mut units = Units::new(NO_UNIT);
+    place_units(h, req, cfg, &mut units) && pick_cores(h, &units, req.cores_per_leaf, |_| ())
+}
+
+/// The units of [`place`], into `units` (empty; its cores are picked for them after); false
+/// when there are none.
+fn place_units(h: &HostState, req: &Request, cfg: &ClusterConfig, units: &mut Units) -> bool {
     let wants_whole = req.leaf_type.as_deref() == Some("gpu");
-    let mut units = None;
-    if h.stat.has_mig && !wants_whole {
-        units = place_leaves(h, req);
+    if h.stat.has_mig && !wants_whole && place_leaves(h, req, units) {
+        return true;
     }
-    if units.is_none()
-        && h.stat.whole_gpu_mem > 0
-        && req.leaf_type.as_deref().is_none_or(|t| t == "gpu")
-    {
-        units = match whole_ask(req, h.stat.whole_gpu_mem, cfg).ok()? {
-            WholeAsk::Gpus(n) => place_whole(h, n),
-            WholeAsk::Share(s) => place_share(h, s, req.placement.unwrap_or(cfg.default_strategy)),
-        };
+    if h.stat.whole_gpu_mem == 0 || req.leaf_type.as_deref().is_some_and(|t| t != "gpu") {
+        return false;
     }
-    let units = units?;
-    let cores = pick_cores(h, &units, req.cores_per_leaf)?;
-    Some((units, cores))
+    let whole = match whole_ask(req, h.stat.whole_gpu_mem, cfg) {
+        Ok(WholeAsk::Gpus(n)) => place_whole(h, n),
+        Ok(WholeAsk::Share(s)) => place_share(h, s, req.placement.unwrap_or(cfg.default_strategy)),
+        Err(_) => None,
+    };
+    whole.is_some_and(|w| {
+        units.extend(w);
+        true
+    })
 }
 
 /// `n` idle whole GPUs under the cheapest subtree that holds them (Gaia Link; Singular when
@@ -346,15 +394,18 @@ fn place_share(h: &HostState, share: u32, strategy: Strategy) -> Option<Vec<Unit
     Some(vec![Unit { leaf, share }])
 }
 
-/// `per` cores for each unit, nearest its GPU first, exclusive.
-fn pick_cores(h: &HostState, units: &[Unit], per: u32) -> Option<Vec<CoreId>> {
+/// `per` cores for each unit, nearest its GPU first, exclusive: `take` gets each one; false
+/// when they are not all there.
+fn pick_cores(h: &HostState, units: &[Unit], per: u32, mut take: impl FnMut(CoreId)) -> bool {
     // A hostile request may ask for u32::MAX cores per leaf: no host has that many.
-    let need = (units.len() as u32).checked_mul(per)?;
+    let Some(need) = (units.len() as u32).checked_mul(per) else {
+        return false;
+    };
     if need > h.n_cores_free {
-        return None;
+        return false;
     }
+    // The free cores' bitmap, on the stack for hosts of up to 256 cores.
     let mut free = h.cores_free.clone();
-    let mut out = Vec::with_capacity(need as usize);
     for u in units {
         let g = h.stat.leaf_gpu[u.leaf.0 as usize] as usize;
         let mut left = per;
@@ -365,15 +416,15 @@ fn pick_cores(h: &HostState, units: &[Unit], per: u32) -> Option<Vec<CoreId>> {
             let p = p as usize;
             if free[p / 64] >> (p % 64) & 1 == 1 {
                 free[p / 64] &= !(1 << (p % 64));
-                out.push(h.model.cores[p].id);
+                take(h.model.cores[p].id);
                 left -= 1;
             }
         }
         if left > 0 {
-            return None;
+            return false;
         }
     }
-    Some(out)
+    true
 }
 
 /// Why a request fits no idle host, for the admission error.

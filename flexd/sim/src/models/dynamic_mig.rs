@@ -92,6 +92,18 @@ impl Gpu {
     }
 }
 
+/// The smallest profile holding the job on a GPU whose memory slices are `slice_gb` each.
+fn profile_at(job: &PendingJob, slice_gb: f64) -> Option<Profile> {
+    if size_of(job) > MAX_SIZE {
+        return None;
+    }
+    let sm = size_of(job).min(SM_BUDGET as u32);
+    let mem = mem_gb_of(job);
+    Profile::ALL
+        .into_iter()
+        .find(|p| p.sm_slices as u32 >= sm && p.mem_slices as f64 * slice_gb + 1e-9 >= mem)
+}
+
 #[derive(Debug)]
 struct Shared {
     gpus: Vec<MigGpu>,
@@ -129,15 +141,7 @@ impl DynamicMig {
 
     /// The smallest profile holding the job on GPU `g`.
     fn profile(&self, job: &PendingJob, g: usize) -> Option<Profile> {
-        if size_of(job) > MAX_SIZE {
-            return None;
-        }
-        let sm = size_of(job).min(SM_BUDGET as u32);
-        let mem = mem_gb_of(job);
-        let slice_gb = self.shared.gpus[g].slice_gb;
-        Profile::ALL
-            .into_iter()
-            .find(|p| p.sm_slices as u32 >= sm && p.mem_slices as f64 * slice_gb + 1e-9 >= mem)
+        profile_at(job, self.shared.gpus[g].slice_gb)
     }
 
     fn placement(
@@ -186,12 +190,26 @@ impl Model for DynamicMig {
     }
 
     fn place(&self, job: &PendingJob) -> Option<DmPlacement> {
+        // The job's profile depends on a GPU only through its slice size, which GPUs of one
+        // model share: it is found once per size seen last, not for every GPU at every step.
+        let last = std::cell::Cell::new(None);
+        let profile = |g: usize| {
+            let slice_gb = self.shared.gpus[g].slice_gb;
+            match last.get() {
+                Some((at, p)) if at == slice_gb => p,
+                _ => {
+                    let p = profile_at(job, slice_gb);
+                    last.set(Some((slice_gb, p)));
+                    p
+                }
+            }
+        };
         let open = || {
             self.gpus
                 .iter()
                 .enumerate()
                 .filter(|(_, gpu)| !gpu.locked)
-                .filter_map(|(g, gpu)| Some((g, gpu, self.profile(job, g)?)))
+                .filter_map(|(g, gpu)| Some((g, gpu, profile(g)?)))
         };
         // 1. An idle instance of the profile.
         for (g, gpu, p) in open() {
