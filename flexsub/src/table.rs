@@ -20,8 +20,8 @@ pub fn fmt_time(secs: u64) -> String {
 struct Columns {
     /// The cells, row after row, each followed by [`END`].
     text: String,
-    /// Cells so far.
-    cells: usize,
+    /// The next cell's column.
+    col: usize,
     /// Whether every cell is ASCII, each then as wide as it is long.
     ascii: bool,
     widths: Vec<usize>,
@@ -43,7 +43,7 @@ impl Columns {
     fn new(header: Option<&[&str]>, n: usize) -> Columns {
         let mut c = Columns {
             text: String::new(),
-            cells: 0,
+            col: 0,
             ascii: true,
             widths: vec![0; n],
         };
@@ -89,10 +89,10 @@ impl Columns {
             self.ascii &= self.text[from..].is_ascii();
             width(&self.text[from..])
         };
-        let col = self.cells % self.widths.len();
+        let col = self.col;
         self.widths[col] = self.widths[col].max(w);
         self.text.push(END);
-        self.cells += 1;
+        self.col = (col + 1) % self.widths.len();
     }
 
     /// Write the lines to `out`, a piece of [`Columns::PIECE`] bytes at a time: a table of
@@ -103,9 +103,8 @@ impl Columns {
         const BLANKS: &str = "                                                                ";
         let n = self.widths.len();
         let mut piece = String::with_capacity(Self::PIECE + 256);
-        let mut pad = 0;
-        let cells = self.text.split_terminator(END);
-        for (i, cell) in cells.enumerate() {
+        let (mut pad, mut col) = (0, 0);
+        for cell in self.text.split_terminator(END) {
             if !cell.is_empty() {
                 while pad > 0 {
                     let k = pad.min(BLANKS.len());
@@ -114,16 +113,17 @@ impl Columns {
                 }
                 piece.push_str(cell);
             }
-            if i % n == n - 1 {
+            if col == n - 1 {
                 piece.push('\n');
-                pad = 0;
+                (pad, col) = (0, 0);
                 if piece.len() >= Self::PIECE {
                     out(&piece)?;
                     piece.clear();
                 }
             } else {
                 let w = if self.ascii { cell.len() } else { width(cell) };
-                pad += self.widths[i % n] - w + 2;
+                pad += self.widths[col] - w + 2;
+                col += 1;
             }
         }
         out(&piece)
