@@ -76,7 +76,7 @@ fn candidates<'a>(st: &'a State, f: &'a QueueFilter) -> Box<dyn Iterator<Item = 
 
 /// Jobs in order, each asked of memory a little before it is reached: a listing reads every
 /// job's box and then its name, each a cache miss, and waiting on those one after the other
-/// was most of the time a page took. A job's box is fetched [`Ahead::FAR`] jobs ahead, its
+/// was a third of the time a page took. A job's box is fetched [`Ahead::FAR`] jobs ahead, its
 /// name (the box then read from the cache) [`Ahead::NEAR`] jobs ahead.
 struct Ahead<I> {
     now: I,
