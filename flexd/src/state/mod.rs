@@ -213,7 +213,7 @@ impl State {
     }
 
     /// Jobs with a larger id than `after` (all with None), by id.
-    pub(crate) fn jobs_after(&self, after: Option<JobId>) -> impl Iterator<Item = &Job> {
+    pub(crate) fn jobs_after(&self, after: Option<JobId>) -> impl Iterator<Item = &Job> + Clone {
         use std::ops::Bound::{Excluded, Unbounded};
         let from = after.map_or(Unbounded, Excluded);
         self.jobs.range((from, Unbounded)).map(|(_, j)| &**j)

@@ -113,7 +113,7 @@ impl State {
         text
     }
 
-    fn queue_row<'a>(r: &'a JobRow, waiting: Option<&sched::Pending>, now: u64) -> QueueRow<'a> {
+    fn queue_row<'a>(r: &'a JobRow, waiting: Option<&'a sched::Pending>, now: u64) -> QueueRow<'a> {
         let alloc = r.alloc.as_deref();
         let shares: Vec<u32> =
             alloc.map_or_else(Vec::new, |a| a.units.iter().map(|u| u.share).collect());
@@ -128,17 +128,67 @@ impl State {
                 _ => 0,
             },
             time_limit_s: r.request.time_limit_s,
-            units: Cow::Owned(units_text(&shares, &r.request)),
+            units: units(&shares, &r.request),
             start: match waiting {
                 Some(w) => w.estimated_start,
                 None => r.start_time,
             },
             host: alloc.map(|a| Cow::Borrowed(a.host.as_str())),
             reason: match waiting {
-                Some(w) => Some(Cow::Owned(w.reason.to_string())),
+                Some(w) => Some(reason_text(&w.reason)),
                 None => r.reason.as_deref().map(Cow::Borrowed),
             },
             array: None,
+        }
+    }
+}
+
+/// [`units_text`], borrowed for the usual ask of a few whole leaves: a listing makes one per
+/// pending job, and an allocation for each was a tenth of a page's time.
+fn units(held: &[u32], asked: &gres_plugin::Request) -> Cow<'static, str> {
+    const FEW: [&str; 17] = [
+        "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16",
+    ];
+    match (held, asked.leaves, asked.gpus, asked.mem_bytes) {
+        ([], Some(n), None, None) if (n as usize) < FEW.len() => Cow::Borrowed(FEW[n as usize]),
+        _ => Cow::Owned(units_text(held, asked)),
+    }
+}
+
+/// Why a job waits, as flexq shows it; borrowed unless it carries a message.
+fn reason_text(r: &sched::Reason) -> Cow<'_, str> {
+    match r {
+        sched::Reason::Resources => Cow::Borrowed("Resources"),
+        sched::Reason::Priority => Cow::Borrowed("Priority"),
+        sched::Reason::Reservation => Cow::Borrowed("Reservation"),
+        sched::Reason::Limit(name) => Cow::Borrowed(name),
+        r @ sched::Reason::Unsatisfiable(_) => Cow::Owned(r.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gres_plugin::Request;
+
+    #[test]
+    fn borrowed_texts_read_as_the_written_ones() {
+        for n in 0..40 {
+            let r = Request::leaves(n, 60);
+            assert_eq!(units(&[], &r), units_text(&[], &r));
+            assert_eq!(units(&[1000; 3], &r), units_text(&[1000; 3], &r));
+        }
+        let mut r = Request::leaves(2, 60);
+        r.mem_bytes = Some(16 << 30);
+        assert_eq!(units(&[], &r), "2,mem=16G");
+        for reason in [
+            sched::Reason::Resources,
+            sched::Reason::Priority,
+            sched::Reason::Reservation,
+            sched::Reason::Unsatisfiable("no host has 9 leaves".into()),
+            sched::Reason::Limit("QOSMaxGRESPerUser".into()),
+        ] {
+            assert_eq!(reason_text(&reason), reason.to_string());
         }
     }
 }

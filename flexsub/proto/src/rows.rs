@@ -2,6 +2,8 @@
 //! them ([`QueueRows`]) read row by row with strings borrowed from the frame, and the short
 //! text of what a job holds or asks for.
 
+mod compact;
+
 use crate::job::JobState;
 use gres_plugin::{JobId, Request as ResourceRequest};
 use serde::{Deserialize, Serialize};
@@ -215,8 +217,11 @@ impl<'de, F: FnMut(QueueRow<'de>)> serde::de::DeserializeSeed<'de> for EachRow<F
 /// when the body is another answer (decode it as a [`Response`]); otherwise the page's `next`.
 pub fn read_queue_rows<'a>(
     body: &'a [u8],
-    f: impl FnMut(QueueRow<'a>),
+    mut f: impl FnMut(QueueRow<'a>),
 ) -> Result<Option<Option<JobId>>, serde_json::Error> {
+    if let Some(page) = compact::read_page(body, &mut f) {
+        return page.map(Some);
+    }
     /// `{"rows": [...], "next": ...}`, in any order.
     struct Page<F>(F);
     impl<'de, F: FnMut(QueueRow<'de>)> serde::de::Visitor<'de> for Page<F> {

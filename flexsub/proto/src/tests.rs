@@ -171,3 +171,87 @@ mod hostile {
         }
     }
 }
+
+/// A row of any content, as `QueueRows` writes it.
+fn any_row() -> impl proptest::strategy::Strategy<Value = QueueRow<'static>> {
+    use proptest::prelude::*;
+    let text = || prop_oneof![Just(String::new()), "[a-z0-9_-]{1,12}", any::<String>()];
+    let state = prop::sample::select(JobState::ALL.to_vec());
+    let numbers = (
+        any::<u64>(),
+        any::<u64>(),
+        any::<u64>(),
+        any::<Option<u64>>(),
+    );
+    let texts = (text(), text(), text(), prop::option::of(text()));
+    let more = (prop::option::of(text()), prop::option::of(text()));
+    (numbers, texts, more, state).prop_map(
+        |(
+            (id, elapsed_s, time_limit_s, start),
+            (name, user, units, host),
+            (reason, array),
+            state,
+        )| {
+            QueueRow {
+                id: JobId(id),
+                name: name.into(),
+                user: user.into(),
+                state,
+                elapsed_s,
+                time_limit_s,
+                units: units.into(),
+                start,
+                host: host.map(Cow::Owned),
+                reason: reason.map(Cow::Owned),
+                array: array.map(Cow::Owned),
+            }
+        },
+    )
+}
+
+proptest::proptest! {
+    /// The compact reading of a page and serde_json's read the same rows, compact or pretty.
+    #[test]
+    fn pages_read_as_serde_json_reads_them(
+        rows in proptest::collection::vec(any_row(), 0..8),
+        next in proptest::option::of(0u64..1000),
+    ) {
+        let answer = Response::QueueRows(RowsPage {
+            rows: QueueRows::new(rows.clone().into_iter()),
+            next: next.map(JobId),
+        });
+        for body in [serde_json::to_vec(&answer).unwrap(), serde_json::to_vec_pretty(&answer).unwrap()] {
+            let mut read = Vec::new();
+            let page = read_queue_rows(&body, |r| read.push(r)).unwrap();
+            proptest::prop_assert_eq!(page, Some(next.map(JobId)));
+            proptest::prop_assert_eq!(&read, &rows);
+        }
+    }
+}
+
+#[test]
+fn plain_rows_are_borrowed_and_odd_pages_refused() {
+    let body = br#"{"QueueRows":{"rows":[[3,"a","b","NODE_FAIL",1,2,"1",5,"h","r","7"],[4,"a\nb","b","PENDING",0,0,"",null,null,null]],"next":4}}"#;
+    let mut read = Vec::new();
+    assert_eq!(
+        read_queue_rows(body, |r| read.push(r)).unwrap(),
+        Some(Some(JobId(4)))
+    );
+    assert!(matches!(read[0].array, Some(Cow::Borrowed("7"))));
+    assert!(matches!(&read[1].name, Cow::Owned(n) if n == "a\nb"));
+    assert_eq!(read[1].array, None);
+    for bad in [
+        &br#"{"QueueRows":{"rows":[[01,"a","b","PENDING",0,0,"",null,null,null]],"next":null}}"#[..],
+        br#"{"QueueRows":{"rows":[[1,"a","b","WAITING",0,0,"",null,null,null]],"next":null}}"#,
+        br#"{"QueueRows":{"rows":[[1,"a","b","PENDING",0,0,"",null,null,null,null]],"next":null}}"#,
+        br#"{"QueueRows":{"rows":[[1,"a","b","PENDING",0,0,"",null,null,null,"1",2]],"next":null}}"#,
+        br#"{"QueueRows":{"rows":[[1,"a","b","PENDING",-1,0,"",null,null,null]],"next":null}}"#,
+        br#"{"QueueRows":{"rows":[[1,"a","b","PENDING",0,0,"",null,null,null]] "next":null}}"#,
+        br#"{"QueueRows":{"rows":[],"next":1.5}}"#,
+        br#"{"QueueRows":{"rows":[],"next":null}}}"#,
+        br#"{"QueueRows":{"rows":["#,
+    ] {
+        let e = read_queue_rows(bad, |_| {});
+        assert!(e.is_err(), "{}: {e:?}", String::from_utf8_lossy(bad));
+    }
+}

@@ -44,7 +44,8 @@ pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
     fn unsafe_char(c: char) -> bool {
         c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
     }
-    if !s.chars().any(unsafe_char) {
+    // Printable ASCII, the usual case, checked a word at a time before any char is decoded.
+    if s.bytes().all(|b| (0x20..0x7f).contains(&b)) || !s.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);

@@ -176,8 +176,7 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
                 t.push(&row)
             }
         })?;
-        let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
-        write!(out, "{t}").and_then(|()| out.flush()).map_err(w)?;
+        t.write_to(out).and_then(|()| out.flush()).map_err(w)?;
     }
     Ok(crate::error::exit::OK)
 }

@@ -30,13 +30,15 @@ pub(crate) const PAGE: usize = 4096;
 /// The jobs the filter selects, by id. Finished jobs appear with `include_finished`, or when
 /// the filter names them or their state.
 fn selected<'a>(st: &'a State, f: &'a QueueFilter) -> impl Iterator<Item = &'a Job> + 'a {
-    candidates(st, f).filter(|j| {
+    // A user given as a number also selects that uid: parsed once, not once per job.
+    let users: Vec<(&str, Option<u32>)> = f.users.iter().map(|u| (&**u, u.parse().ok())).collect();
+    candidates(st, f).filter(move |j| {
         let r = &j.row;
         let array = r.q.array.map(|a| a.job);
-        (f.users.is_empty()
-            || f.users
+        (users.is_empty()
+            || users
                 .iter()
-                .any(|u| **u == *r.user || u.parse::<u32>() == Ok(r.uid)))
+                .any(|&(name, uid)| name == &*r.user || uid == Some(r.uid)))
             && (f.states.is_empty() || f.states.contains(&r.state))
             && (f.jobs.is_empty()
                 || f.jobs.contains(&r.id)
@@ -54,7 +56,7 @@ fn selected<'a>(st: &'a State, f: &'a QueueFilter) -> impl Iterator<Item = &'a J
 /// or else every job.
 fn candidates<'a>(st: &'a State, f: &'a QueueFilter) -> Box<dyn Iterator<Item = &'a Job> + 'a> {
     if f.jobs.is_empty() {
-        return Box::new(st.jobs_after(f.after));
+        return Box::new(Ahead::new(st.jobs_after(f.after)));
     }
     let mut ids = BTreeSet::new();
     for &id in &f.jobs {
@@ -70,6 +72,65 @@ fn candidates<'a>(st: &'a State, f: &'a QueueFilter) -> Box<dyn Iterator<Item = 
         .into_iter()
         .filter(move |&id| after.is_none_or(|a| id > a));
     Box::new(ids.filter_map(|id| st.job(id)))
+}
+
+/// Jobs in order, each asked of memory a little before it is reached: a listing reads every
+/// job's box and then its name, each a cache miss, and waiting on those one after the other
+/// was a third of the time a page took. A job's box is fetched [`Ahead::FAR`] jobs ahead, its
+/// name (the box then read from the cache) [`Ahead::NEAR`] jobs ahead.
+struct Ahead<I> {
+    now: I,
+    near: I,
+    far: I,
+}
+
+impl<'a, I: Iterator<Item = &'a Job> + Clone> Ahead<I> {
+    const FAR: usize = 16;
+    const NEAR: usize = 8;
+
+    fn new(jobs: I) -> Ahead<I> {
+        let mut near = jobs.clone();
+        let mut far = jobs.clone();
+        for j in far.by_ref().take(Self::FAR) {
+            prefetch(j, std::mem::size_of::<Job>());
+        }
+        for j in near.by_ref().take(Self::NEAR) {
+            prefetch(j.row.name.as_ptr(), j.row.name.len());
+        }
+        Ahead {
+            now: jobs,
+            near,
+            far,
+        }
+    }
+}
+
+impl<'a, I: Iterator<Item = &'a Job>> Iterator for Ahead<I> {
+    type Item = &'a Job;
+
+    fn next(&mut self) -> Option<&'a Job> {
+        if let Some(j) = self.far.next() {
+            prefetch(j, std::mem::size_of::<Job>());
+        }
+        if let Some(j) = self.near.next() {
+            prefetch(j.row.name.as_ptr(), j.row.name.len());
+        }
+        self.now.next()
+    }
+}
+
+/// Ask for the cache lines of `len` bytes from `p` (a hint: nothing is read, nothing faults).
+#[inline(always)]
+fn prefetch<T>(p: *const T, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for off in (0..len).step_by(64) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: SSE is part of x86_64; a prefetch reads nothing and cannot fault, whatever
+        // the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>().wrapping_add(off)) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
 }
 
 /// A pending array task shown in its array's one row, which sits at the array's first
