@@ -55,6 +55,26 @@ fn a_job_finishes_while_flexd_is_killed_and_the_restarted_flexd_records_it() {
     assert_eq!((state.as_str(), code), ("COMPLETED", Some(0)));
 }
 
+/// A supervisor keeps an end it cannot report for as long as its state may come back (flexd
+/// down, a full disk), but not once the state directory it reports to was removed: nothing
+/// could ever ask for the end, and the supervisor would wait forever.
+#[test]
+fn a_supervisor_whose_state_was_removed_does_not_wait_forever() {
+    let mut d = Daemon::start(A100);
+    let w = d.scratch("removed");
+    let script = "#!/bin/sh\nwhile [ ! -e go ]; do sleep 0.05; done\nexit 0\n";
+    let job = d.client().submit(script_job(script, &w)).unwrap();
+    let supervisor = flex_tests::run_file(&d, job)["supervisor_pid"]
+        .as_i64()
+        .unwrap() as i32;
+    d.kill9();
+    std::fs::remove_dir_all(d.state_dir().join("run")).unwrap();
+    std::fs::write(w.join("go"), "").unwrap();
+    wait_for("the supervisor to exit", || {
+        (!pid_alive(supervisor)).then_some(())
+    });
+}
+
 #[test]
 fn a_running_job_is_readopted_after_a_restart() {
     let mut d = Daemon::start(A100);

@@ -117,6 +117,8 @@ fn start(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Path>) -> Result<u3
 /// (flexd down, or waiting for a full disk that the status file cannot be written to either),
 /// keep the end and try both again, for as long as it takes: a flexd started meanwhile finds
 /// this supervisor alive, takes the job back as running, and hears the end on the next try.
+/// Only a run directory that no longer exists ends the wait: the state it belonged to was
+/// removed, and no flexd will ever ask for this job again.
 fn report(spec: &LaunchSpec, run_dir: &Path, status: StatusFile) {
     let job = JobId(spec.job);
     let body = serde_json::to_vec(&status).expect("status serializes");
@@ -125,13 +127,22 @@ fn report(spec: &LaunchSpec, run_dir: &Path, status: StatusFile) {
         if notify(&spec.socket, job, Some(status.clone())).is_ok() {
             return;
         }
-        if write_atomic(&status_file(run_dir, job), &body, true).is_ok() {
-            let _ = notify(&spec.socket, job, None);
-            return;
+        match write_atomic(&status_file(run_dir, job), &body, true) {
+            Ok(()) => {
+                let _ = notify(&spec.socket, job, None);
+                return;
+            }
+            Err(_) if gone(run_dir) => return,
+            Err(_) => {}
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(REPORT_RETRY_MAX);
     }
+}
+
+/// The directory no longer exists (not merely unreadable for now).
+fn gone(dir: &Path) -> bool {
+    matches!(std::fs::metadata(dir), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Set this process's name (`/proc/self/comm`).
