@@ -7,10 +7,9 @@
 //! FLEX_ARRAY_PENDING (default 100000) change the sizes.
 
 mod common;
-use common::{connect, env_usize, percentile, start_daemon_with};
+use common::{connect, env_usize, metrics_addr, pass_mean, percentile, start_daemon_with};
 use flex_proto::{self as proto, ArraySpec, JobSpec, QueueOptions, Request, Response};
 use gres_plugin::Request as ResourceRequest;
-use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -44,28 +43,10 @@ fn spec(workdir: &Path, leaves: u32, array: Option<&str>) -> JobSpec {
     }
 }
 
-/// The pass histogram's (sum in seconds, count) from flexd's metrics endpoint.
-fn passes(addr: &str) -> (f64, u64) {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    let value = |name: &str| {
-        body.lines()
-            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (
-        value("flex_sched_pass_seconds_sum "),
-        value("flex_sched_pass_seconds_count ") as u64,
-    )
-}
-
 fn main() {
     let tasks = env_usize("FLEX_ARRAY_TASKS", 10_000);
     let pending = env_usize("FLEX_ARRAY_PENDING", 100_000);
-    let port = 20_000 + std::process::id() % 20_000;
-    let addr = format!("127.0.0.1:{port}");
+    let addr = metrics_addr();
     let d = start_daemon_with(&format!("metrics_listen = \"{addr}\"\n"));
     let mut c = connect(&d.socket).unwrap();
     let work = d.dir.path();
@@ -110,17 +91,9 @@ fn main() {
 /// flexd's mean pass time over 6 s, once the last submission has been seen by a pass.
 fn report_passes(addr: &str, pending: usize, arrays: usize) {
     std::thread::sleep(Duration::from_secs(2));
-    let (s0, n0) = passes(addr);
-    std::thread::sleep(Duration::from_secs(6));
-    let (s1, n1) = passes(addr);
-    let n = n1 - n0;
+    let (n, mean) = pass_mean(addr, Duration::from_secs(6));
     println!(
         "scheduling pass with {pending} pending tasks ({arrays} arrays): {n} passes in 6 s, \
-         mean {:.3} ms",
-        if n == 0 {
-            0.0
-        } else {
-            (s1 - s0) / n as f64 * 1e3
-        }
+         mean {mean:.3} ms"
     );
 }

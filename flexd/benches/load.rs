@@ -5,7 +5,8 @@
 //!    option), `Queue` for all of them in full (`flexq --json`), and `QueueRows` for one user's
 //!    jobs (`flexq -u nobody`: 100 jobs of uid 65534 among the 100,000; when the benchmark runs
 //!    as root) and for one job (`flexq -j`),
-//! 2. flexd's memory (VmRSS and VmHWM from /proc/PID/status),
+//! 2. flexd's memory (VmRSS and VmHWM from /proc/PID/status) and its mean scheduling pass
+//!    over 5 s with that queue (from its metrics endpoint),
 //! 3. 1,000 more submissions, one at a time on one connection and from 16 clients at once,
 //!    each acknowledged only once committed;
 //! 4. the flexq binary itself, `flexq -u nobody` and `flexq`, when it is built next to flexd
@@ -15,7 +16,7 @@
 //! (default 200) and FLEX_LOAD_CLIENTS (default 16) change the sizes.
 
 mod common;
-use common::{connect, env_usize, percentile, start_daemon, Daemon};
+use common::{connect, env_usize, metrics_addr, pass_mean, percentile, start_daemon_with, Daemon};
 use flex_proto::{self as proto, JobSpec, JobState, QueueFilter, Request, Response};
 use gres_plugin::Request as ResourceRequest;
 use std::os::unix::net::UnixStream;
@@ -223,7 +224,8 @@ fn main() {
     let jobs = env_usize("FLEX_LOAD_JOBS", 100_000);
     let calls = env_usize("FLEX_LOAD_CALLS", 200);
     let clients = env_usize("FLEX_LOAD_CLIENTS", 16);
-    let d = start_daemon();
+    let addr = metrics_addr();
+    let d = start_daemon_with(&format!("metrics_listen = \"{addr}\"\n"));
     let work = d.dir.path().join("work");
     std::fs::create_dir(&work).unwrap();
     std::fs::set_permissions(&work, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
@@ -254,6 +256,8 @@ fn main() {
     // Let the scheduling passes over the new queue settle.
     std::thread::sleep(Duration::from_secs(2));
     println!("flexd with {queued} pending: {}", memory(d.child.id()));
+    let (n, mean) = pass_mean(&addr, Duration::from_secs(5));
+    println!("scheduling pass with {queued} pending: {n} passes in 5 s, mean {mean:.1} ms");
 
     let rows = |f: QueueFilter| Request::QueueRows(f);
     queue_latency(

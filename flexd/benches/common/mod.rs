@@ -108,3 +108,42 @@ pub fn connect(socket: &Path) -> std::io::Result<UnixStream> {
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
+
+/// A loopback address for flexd's metrics endpoint, private to this benchmark process.
+pub fn metrics_addr() -> String {
+    format!("127.0.0.1:{}", 20_000 + std::process::id() % 20_000)
+}
+
+/// The pass histogram's (sum in seconds, count) from flexd's metrics endpoint.
+fn passes(addr: &str) -> (f64, u64) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    let value = |name: &str| {
+        body.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (
+        value("flex_sched_pass_seconds_sum "),
+        value("flex_sched_pass_seconds_count ") as u64,
+    )
+}
+
+/// The scheduling passes flexd ran over the next `over`, and their mean time in ms.
+pub fn pass_mean(addr: &str, over: Duration) -> (u64, f64) {
+    let (s0, n0) = passes(addr);
+    std::thread::sleep(over);
+    let (s1, n1) = passes(addr);
+    let n = n1 - n0;
+    (
+        n,
+        if n == 0 {
+            0.0
+        } else {
+            (s1 - s0) / n as f64 * 1e3
+        },
+    )
+}
