@@ -52,8 +52,9 @@ fn main() {
 ///   the threshold past them after the first one is freed and then carves them from the heap,
 ///   between jobs.
 ///
-/// Measured side by side with 100,000 queued (BENCHMARKS.md): resident size 77-79 MB instead
-/// of 85-101 MB, with the same pass and listing times. Before any thread starts.
+/// Measured side by side with 100,000 queued (BENCHMARKS.md, "flexd's heap"): resident size
+/// 76-83 MB instead of 97-110 MB; the pass's lists are faulted in anew each pass, 22-30 ms
+/// instead of 15-19 ms; listings and submissions the same. Before any thread starts.
 fn one_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
