@@ -78,6 +78,7 @@ fn build(path: &std::path::Path) {
                 host: HostId(0),
                 units: vec![],
                 cores: vec![],
+                mem_bytes: 0,
             },
         };
         store::start_job(&tx, id, start, &alloc).unwrap();

@@ -21,4 +21,4 @@ pub use probe::topology;
 
 pub use ids::{CoreId, GpuIndex, HostId, JobId, LeafId};
 pub use model::{Core, Gpu, HostModel, Leaf, LinkLevel};
-pub use request::Request;
+pub use request::{HostMem, Request};

@@ -121,6 +121,10 @@ pub struct HostModel {
     /// Leaves ordered by GPU, then by position on the GPU; `leaves[i].id == LeafId(i)`.
     pub leaves: Vec<Leaf>,
     pub cores: Vec<Core>,
+    /// The host's RAM in bytes (0: unknown, as in topology files and traces that do not say;
+    /// then host memory is not a limit).
+    #[serde(default)]
+    pub memory_bytes: u64,
     /// `links[a][b]`: level between GPU positions a and b in `gpus` (the diagonal is unused).
     pub links: Vec<Vec<LinkLevel>>,
 }

@@ -17,6 +17,10 @@ pub enum Strategy {
     BalanceLoad,
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 impl Strategy {
     pub const NAMES: [&'static str; 3] = ["memory-optimized", "fill-first", "balance-load"];
 
@@ -40,9 +44,49 @@ impl fmt::Display for Strategy {
     }
 }
 
-/// A job's resource request. At least one of `leaves`, `gpus` and `mem_bytes` is set; together
-/// they mean "the smallest set of units on one host that meets every part".
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// How much host memory (RAM) a job asks for, in Slurm's four spellings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostMem {
+    /// `--mem=SIZE`: bytes for the job on its host.
+    PerNode(u64),
+    /// `--mem-per-cpu=SIZE` (and flexd's `default_mem_per_cpu`): bytes per allocated core.
+    PerCpu(u64),
+    /// `--mem-per-gpu=SIZE`: bytes per allocated unit (leaf, whole GPU or share of one).
+    PerGpu(u64),
+    /// `--mem=0`: all of the host's schedulable memory.
+    All,
+}
+
+impl HostMem {
+    /// Bytes for a job of `cores` cores and `units` units on a host of `total` schedulable
+    /// bytes (saturating: a hostile request cannot wrap around).
+    pub fn bytes(self, cores: u32, units: u32, total: u64) -> u64 {
+        match self {
+            HostMem::PerNode(b) => b,
+            HostMem::PerCpu(b) => b.saturating_mul(cores.into()),
+            HostMem::PerGpu(b) => b.saturating_mul(units.max(1).into()),
+            HostMem::All => total,
+        }
+    }
+}
+
+impl fmt::Display for HostMem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mib = |b: u64| b.div_ceil(1 << 20);
+        match *self {
+            HostMem::PerNode(b) => write!(f, "{}M", mib(b)),
+            HostMem::PerCpu(b) => write!(f, "{}M/cpu", mib(b)),
+            HostMem::PerGpu(b) => write!(f, "{}M/gpu", mib(b)),
+            HostMem::All => f.write_str("all"),
+        }
+    }
+}
+
+/// A job's resource request: GPU units (any of `leaves`, `gpus` and `mem_bytes`, meaning "the
+/// smallest set of units on one host that meets every part"; none of them for a CPU-only
+/// job), cores and host memory.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Request {
     /// Number of leaves (MIG instances; whole GPUs on a host without MIG).
     pub leaves: Option<u32>,
@@ -55,6 +99,16 @@ pub struct Request {
     pub mem_bytes: Option<u64>,
     /// CPU cores per leaf (per GPU for whole-GPU jobs).
     pub cores_per_leaf: u32,
+    /// Cores for the whole job at least (Slurm's tasks × `-c`): the job gets the larger of
+    /// this and `cores_per_leaf` per unit; a CPU-only job gets this many (at least 1).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cpus: u32,
+    /// Host memory; None: none reserved (flexd fills in `default_mem_per_cpu` at submission).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_mem: Option<HostMem>,
+    /// The whole host: every unit, core and byte of memory, on a host with nothing else.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive: bool,
     /// Wall-clock limit in seconds.
     pub time_limit_s: u64,
     /// Placement of shares on whole GPUs; None means the configured default.
@@ -71,20 +125,41 @@ impl Request {
             mem_bytes: None,
             cores_per_leaf: 1,
             time_limit_s,
-            placement: None,
+            ..Self::default()
         }
+    }
+
+    /// A CPU-only request for `cores` cores.
+    pub fn cpus(cores: u32, time_limit_s: u64) -> Self {
+        Self {
+            cpus: cores,
+            cores_per_leaf: 1,
+            time_limit_s,
+            ..Self::default()
+        }
+    }
+
+    /// Whether the job asks for any GPU unit (leaves, a fraction or GPU memory).
+    pub fn wants_gpu(&self) -> bool {
+        self.leaves.is_some_and(|n| n > 0) || self.gpus.is_some() || self.mem_bytes.is_some()
     }
 
     /// Reject what no host could ever satisfy because it is malformed (not because it is big).
     pub fn validate(&self) -> Result<(), String> {
-        if self.leaves.is_none() && self.gpus.is_none() && self.mem_bytes.is_none() {
-            return Err(
-                "the request asks for no GPU resource: give leaves, a GPU fraction or memory"
-                    .into(),
-            );
+        if self.leaves == Some(0) && (self.gpus.is_some() || self.mem_bytes.is_some()) {
+            return Err("0 leaves and a GPU fraction or GPU memory contradict each other".into());
         }
-        if self.leaves == Some(0) {
-            return Err("leaves must be at least 1".into());
+        if self.leaf_type.is_some() && !self.wants_gpu() {
+            return Err("a leaf type without a number of leaves".into());
+        }
+        match self.host_mem {
+            Some(HostMem::PerNode(0) | HostMem::PerCpu(0) | HostMem::PerGpu(0)) => {
+                return Err("host memory must be more than 0 bytes (--mem=0 is all of it)".into())
+            }
+            Some(HostMem::PerGpu(_)) if !self.wants_gpu() => {
+                return Err("memory per GPU for a job that asks for no GPU".into())
+            }
+            _ => {}
         }
         if let Some(f) = self.gpus {
             if !f.is_finite() || f <= 0.0 {

@@ -83,6 +83,7 @@ fn resource_request() -> impl Strategy<Value = ResourceRequest> {
                 cores_per_leaf: cores,
                 time_limit_s: time,
                 placement: None,
+                ..Default::default()
             },
         )
 }

@@ -12,10 +12,14 @@ pub struct Unit {
     pub share: u32,
 }
 
-/// Where a job runs: one host, its units, its exclusive cores.
+/// Where a job runs: one host, its units, its exclusive cores and its host memory.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Allocation {
     pub host: HostId,
     pub units: Vec<Unit>,
     pub cores: Vec<CoreId>,
+    /// Bytes of host memory reserved for the job (0: none; allocations recorded before host
+    /// memory was a resource have none).
+    #[serde(default)]
+    pub mem_bytes: u64,
 }

@@ -131,7 +131,12 @@ impl Cluster {
 
     fn place_on(&self, host: HostId, req: &Request) -> Option<Allocation> {
         let h = &self.hosts[host.0 as usize];
-        place::place(h, req, &self.config).map(|(units, cores)| Allocation { host, units, cores })
+        place::place(h, req, &self.config).map(|(units, cores)| Allocation {
+            host,
+            units,
+            cores,
+            mem_bytes: 0,
+        })
     }
 
     /// The hosts with at least `lb` free share at the root, best fit first: the only ones

@@ -273,6 +273,7 @@ impl Settings {
             cores_per_leaf: 0,
             time_limit_s: self.time_limit_s.unwrap_or(0),
             placement: self.placement,
+            ..Default::default()
         };
         if r.leaves.is_none() && r.gpus.is_none() && r.mem_bytes.is_none() {
             r.leaves = Some(1);

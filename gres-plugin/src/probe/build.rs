@@ -64,6 +64,7 @@ pub fn build_host(raw: &RawHost) -> Result<HostModel, ModelError> {
         gpus,
         leaves,
         cores,
+        memory_bytes: raw.memory_bytes,
         links,
     })
 }
@@ -240,6 +241,7 @@ mod tests {
                 instances: inst,
             };
         RawHost {
+            memory_bytes: 0,
             hostname: "node7".into(),
             gpus: vec![
                 gpu(

@@ -46,6 +46,9 @@ pub struct RawHost {
     /// Active NVLink count between GPU positions.
     pub nvlinks: Vec<Vec<u8>>,
     pub cores: Vec<Core>,
+    /// The host's RAM in bytes; 0 when the source does not say.
+    #[serde(default)]
+    pub memory_bytes: u64,
 }
 
 /// Where a host model comes from.

@@ -70,3 +70,30 @@ fn nvml_probe() -> Option<Box<dyn Probe>> {
 fn nvml_probe() -> Option<Box<dyn Probe>> {
     None
 }
+
+/// This host's RAM (`MemTotal` of /proc/meminfo) in bytes.
+pub fn host_memory_bytes() -> Option<u64> {
+    meminfo_total(&std::fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+/// `MemTotal` of /proc/meminfo text, in bytes.
+pub fn meminfo_total(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let mut words = line.split_whitespace().skip(1);
+    let n: u64 = words.next()?.parse().ok()?;
+    match words.next() {
+        Some("kB") | None => n.checked_mul(1024),
+        Some(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod meminfo_tests {
+    #[test]
+    fn memtotal_is_read_in_bytes() {
+        let text = "MemTotal:       24567892 kB\nMemFree:         1000 kB\n";
+        assert_eq!(super::meminfo_total(text), Some(24567892 * 1024));
+        assert_eq!(super::meminfo_total("MemFree: 1 kB\n"), None);
+        assert_eq!(super::meminfo_total("MemTotal: x kB\n"), None);
+    }
+}

@@ -95,6 +95,7 @@ impl Probe for NvmlProbe {
             pcie,
             nvlinks,
             cores,
+            memory_bytes: super::host_memory_bytes().unwrap_or(0),
         })
     }
 }

@@ -52,6 +52,8 @@ pub enum TopologyError {
 #[serde(deny_unknown_fields)]
 struct File {
     hostname: Option<String>,
+    /// The host's RAM; unset: unknown (flexd then reads its own host's).
+    memory_gib: Option<f64>,
     #[serde(default)]
     numa: Vec<Numa>,
     #[serde(default)]
@@ -155,12 +157,20 @@ pub fn parse(text: &str, origin: &str) -> Result<RawHost, TopologyError> {
     gpus.sort_by_key(|g| g.index);
     let pcie = pcie_levels(&file.gpu, &gpus);
     let nvlinks = nvlink_counts(&file.nvlink, &gpus).map_err(bad)?;
+    let memory_bytes = match file.memory_gib {
+        None => 0,
+        Some(g) if g.is_finite() && g > 0.0 && g <= (1u64 << 24) as f64 => {
+            (g * (1u64 << 30) as f64) as u64
+        }
+        Some(g) => return Err(bad(format!("memory_gib {g} is not a size in GiB"))),
+    };
     Ok(RawHost {
         hostname,
         gpus,
         pcie,
         nvlinks,
         cores,
+        memory_bytes,
     })
 }
 

@@ -94,6 +94,7 @@ fn spec() -> JobSpec {
             cores_per_leaf: 4,
             time_limit_s: 7200,
             placement: None,
+            ..Default::default()
         },
         account: Some("vision".into()),
         qos: None,
@@ -114,6 +115,7 @@ fn fraction() -> ResourceRequest {
         cores_per_leaf: 2,
         time_limit_s: 3600,
         placement: Some(Strategy::BalanceLoad),
+        ..Default::default()
     }
 }
 

@@ -172,6 +172,7 @@ mod tests {
             host: gres_plugin::HostId(0),
             units: vec![],
             cores: vec![],
+            mem_bytes: 0,
         };
         let alloc = StoredAlloc {
             host: "h".into(),
