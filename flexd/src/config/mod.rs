@@ -52,6 +52,12 @@ pub struct Settings {
     pub max_time_limit: Duration,
     pub kill_grace: Duration,
     pub default_cpus_per_leaf: u32,
+    /// Host memory per allocated core for jobs that name none (Slurm's `DefMemPerCPU`).
+    pub default_mem_per_cpu: MemPerCpu,
+    /// Host memory kept back from jobs for the system and flexd.
+    pub reserved_memory: u64,
+    /// The most processes and threads one job may have (its cgroup's `pids.max`).
+    pub job_pids_max: u32,
     pub nccl: NcclMode,
     pub slurm_aliases: bool,
     /// Whether bash job scripts get an `srun` that runs flexrun (see [`SrunInJobs`]).
@@ -70,6 +76,15 @@ pub struct Settings {
     pub limits: Limits,
     /// Multifactor priority, fair share and QOS.
     pub priority: crate::fairshare::PriorityConfig,
+}
+
+/// `default_mem_per_cpu`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemPerCpu {
+    /// The host's schedulable memory over its cores: a host full by cores is full by memory.
+    Auto,
+    /// This many bytes per core; 0: jobs that name no memory reserve none.
+    Bytes(u64),
 }
 
 /// `srun_in_jobs`: whether a bash job script's `srun` runs flexrun's Slurm personality.
@@ -196,6 +211,18 @@ impl Settings {
             max_time_limit,
             kill_grace: src.duration("kill_grace", secs(3600))?,
             default_cpus_per_leaf: src.int("default_cpus_per_leaf", 1, 1024)? as u32,
+            default_mem_per_cpu: match src.size_or_word(
+                "default_mem_per_cpu",
+                1 << 50,
+                &["auto"],
+            )? {
+                Ok(n) => MemPerCpu::Bytes(n),
+                Err(_) => MemPerCpu::Auto,
+            },
+            reserved_memory: src
+                .size_or_word("reserved_memory", 1 << 50, &[])?
+                .unwrap_or(0),
+            job_pids_max: src.int("job_pids_max", 16, 4_194_304)? as u32,
             nccl,
             slurm_aliases: src.bool("slurm_aliases")?,
             srun_in_jobs: src.parsed("srun_in_jobs", SrunInJobs::parse)?,
@@ -257,6 +284,15 @@ impl Settings {
                 "default_cpus_per_leaf",
                 self.default_cpus_per_leaf.to_string(),
             ),
+            (
+                "default_mem_per_cpu",
+                match self.default_mem_per_cpu {
+                    MemPerCpu::Auto => "auto".into(),
+                    MemPerCpu::Bytes(n) => n.to_string(),
+                },
+            ),
+            ("reserved_memory", self.reserved_memory.to_string()),
+            ("job_pids_max", self.job_pids_max.to_string()),
             ("nccl_mode", format!("{:?}", self.nccl)),
             ("slurm_aliases", self.slurm_aliases.to_string()),
             ("srun_in_jobs", format!("{:?}", self.srun_in_jobs)),

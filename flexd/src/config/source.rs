@@ -138,6 +138,36 @@ impl Source<'_> {
         Ok(d)
     }
 
+    /// A size that may be 0, or a word from `words` (returned as Err(word)).
+    pub(super) fn size_or_word(
+        &self,
+        key: &str,
+        max: u64,
+        words: &[&'static str],
+    ) -> Result<Result<u64, &'static str>, ConfigError> {
+        let v = self.get(key);
+        if let Some(w) = v.as_str().and_then(|s| words.iter().find(|w| **w == s)) {
+            return Ok(Err(w));
+        }
+        let words = words
+            .iter()
+            .map(|w| format!("\"{w}\""))
+            .collect::<Vec<_>>()
+            .join(" or ");
+        match size_value(v) {
+            Ok(Some(n)) if n <= max => Ok(Ok(n)),
+            Ok(Some(_)) => {
+                Err(self.bad(key, &v.to_string(), &format!("must be at most {max} bytes")))
+            }
+            Ok(None) => Err(self.bad(
+                key,
+                &v.to_string(),
+                &format!("must be {words}, a number of bytes or a size such as \"4 GiB\""),
+            )),
+            Err(m) => Err(self.bad(key, &v.to_string(), &m)),
+        }
+    }
+
     pub(super) fn size(&self, key: &str, max: u64) -> Result<u64, ConfigError> {
         let v = self.get(key);
         let n = match size_value(v) {
