@@ -329,6 +329,7 @@ mod tests {
                     4
                 ],
                 cores: vec![0, 1, 2, 3, 4, 5, 6, 7],
+                mem_bytes: 0,
             }),
             reason: (state == JobState::Pending).then(|| "Resources".into()),
             estimated_start: None,

@@ -224,7 +224,9 @@ fn lightning_sweep_mail_constraint_and_gpu_model_scripts_run_unchanged() {
 
     let (job, _) = submit(&d, &dir, "constraint.sh", &corpus("constraint.sh"), &[]);
     let v = completed(&d, &dir, job);
-    assert_eq!((v.request.leaves, v.request.cores_per_leaf), (Some(2), 4));
+    // One task of 8 cores on 2 GPUs, as in Slurm: 8 cores, 4 near each leaf.
+    assert_eq!((v.request.leaves, v.request.cpus), (Some(2), 8));
+    assert_eq!(v.alloc.as_ref().unwrap().cores.len(), 8);
 
     // --gres=gpu:a100:2 names the GPU model, not a MIG profile: any two leaves of the A100s.
     let (job, _) = submit(&d, &dir, "gpu_model.sh", &corpus("gpu_model.sh"), &[]);

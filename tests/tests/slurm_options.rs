@@ -125,7 +125,7 @@ fn begin_exclusive_and_open_mode() {
     // flexsub's clock read `now` at most a second before flexd's did.
     assert!(v.start_time.unwrap() >= v.submit_time + 2, "{v:?}");
 
-    // --exclusive: every leaf, and the host's 32 cores shared out (2 per leaf).
+    // --exclusive: the whole host, every leaf, core and byte of memory.
     let whole = submit(
         &d,
         &dir,
@@ -135,7 +135,9 @@ fn begin_exclusive_and_open_mode() {
     );
     let v = d.wait_finished(whole);
     assert_eq!(v.state, JobState::Completed, "{v:?}");
-    assert_eq!((v.request.leaves, v.request.cores_per_leaf), (Some(14), 2));
+    assert!(v.request.exclusive);
+    let alloc = v.alloc.as_ref().unwrap();
+    assert_eq!((alloc.leaves.len(), alloc.cores.len()), (14, 32));
     let leaves = std::fs::read_to_string(dir.join("whole.txt")).unwrap();
     assert_eq!(leaves.trim(), "14");
 
