@@ -360,7 +360,7 @@ fn malformed_scripts_are_rejected_with_line_numbers_and_nothing_is_queued() {
     }
     // Every bad line at once, each on its own line of the error.
     let all =
-        "#!/bin/sh\n#SBATCH --time=abc\n#SBATCH -J fine\n#FLEX --leaves=0\n#SBATCH --mem=16X\n";
+        "#!/bin/sh\n#SBATCH --time=abc\n#SBATCH -J fine\n#FLEX --leaves=-1\n#SBATCH --mem=16X\n";
     std::fs::write(dir.join("all.sh"), all).unwrap();
     let out = cmd(&d, "flexsub")
         .current_dir(&dir)

@@ -124,10 +124,9 @@ fn single_gpu_ddp_and_torchrun_scripts_run_unchanged() {
     let (job, warned) = submit(&d, &dir, "single_gpu.sh", &corpus("single_gpu.sh"), &[]);
     assert!(warned.contains("--partition is ignored"), "{warned}");
     let v = completed(&d, &dir, job);
-    assert_eq!(
-        (v.name.as_str(), v.request.cores_per_leaf),
-        ("finetune-bert", 4)
-    );
+    assert_eq!((v.name.as_str(), v.request.cpus), ("finetune-bert", 4));
+    // --mem=32G is host memory, held by the job.
+    assert_eq!(v.alloc.as_ref().unwrap().mem_bytes, 32 << 30);
     let r = ranks(&dir, job);
     let py = &r["none-none"];
     assert_eq!(
@@ -147,10 +146,9 @@ fn single_gpu_ddp_and_torchrun_scripts_run_unchanged() {
     std::fs::create_dir_all(dir.join("logs")).unwrap();
     let (job, _) = submit(&d, &dir, "ddp_srun.sh", &corpus("ddp_srun.sh"), &[]);
     let v = completed(&d, &dir, job);
-    assert_eq!(
-        v.request.cores_per_leaf, 2,
-        "4 tasks of 2 cores on 4 leaves"
-    );
+    assert_eq!(v.request.cpus, 8, "4 tasks of 2 cores on 4 leaves");
+    let alloc = v.alloc.as_ref().unwrap();
+    assert_eq!((alloc.cores.len(), alloc.mem_bytes), (8, 32 << 30), "4G per core");
     let r = ranks(&dir, job);
     let leaves = uuids(&v);
     assert_eq!(r.len(), 4, "{r:?}");

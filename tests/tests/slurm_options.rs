@@ -44,15 +44,19 @@ fn a_slurm_script_with_host_options_runs_with_one_warning_per_ignored_option() {
     let out = flexsub(&d, &dir, "job.sh", &script);
     assert!(out.status.success(), "{out:?}\n{}", d.log());
     let err = text(&out.stderr);
-    for opt in ["--mem-per-cpu", "--hint"] {
+    assert!(!err.contains("--mem-per-cpu"), "host memory is honoured: {err}");
+    for opt in ["--hint"] {
         let n = err.matches(&format!("{opt} is ignored")).count();
         assert_eq!(n, 1, "{opt}: {err}");
     }
     let job: u64 = text(&out.stdout).trim().parse().unwrap();
     let v = d.wait_finished(gres_plugin::JobId(job));
     assert_eq!(v.state, JobState::Completed, "{v:?}\n{}", d.log());
-    // One task of 8 cores over 4 leaves: 2 cores per leaf (Slurm's -c), not 8 per leaf.
-    assert_eq!(v.request.cores_per_leaf, 2);
+    // One task of 8 cores over 4 leaves: 2 cores per leaf (Slurm's -c), not 8 per leaf; 4G
+    // of host memory for each of the 8.
+    assert_eq!(v.request.cpus, 8);
+    let alloc = v.alloc.as_ref().unwrap();
+    assert_eq!((alloc.cores.len(), alloc.mem_bytes), (8, 32 << 30));
     let env = std::fs::read_to_string(dir.join("env.txt")).unwrap();
     assert_eq!(env.trim(), format!("{job} 4 2"));
     let comment = text(
