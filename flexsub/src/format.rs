@@ -276,8 +276,13 @@ fn value(f: Field, j: &JobView, now: u64, tz: &TimeZone) -> String {
         Field::Partition => PARTITION.into(),
         Field::Cpus => match &j.alloc {
             Some(a) => a.cores.len().to_string(),
-            None => (j.request.cores_per_leaf * leaves(j).max(1)).to_string(),
+            None => (j.request.cores_per_leaf * leaves(j))
+                .max(j.request.cpus)
+                .max(1)
+                .to_string(),
         },
+        // As squeue for a job without a GPU.
+        Field::Gres if leaves(j) == 0 && !j.request.wants_gpu() => "N/A".into(),
         Field::Gres => format!("gres/gpu:{}", leaves(j)),
         Field::StartTime if pending => time_or(j.estimated_start, tz, "N/A"),
         Field::StartTime => time_or(j.start_time, tz, "N/A"),

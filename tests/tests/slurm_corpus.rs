@@ -148,7 +148,11 @@ fn single_gpu_ddp_and_torchrun_scripts_run_unchanged() {
     let v = completed(&d, &dir, job);
     assert_eq!(v.request.cpus, 8, "4 tasks of 2 cores on 4 leaves");
     let alloc = v.alloc.as_ref().unwrap();
-    assert_eq!((alloc.cores.len(), alloc.mem_bytes), (8, 32 << 30), "4G per core");
+    assert_eq!(
+        (alloc.cores.len(), alloc.mem_bytes),
+        (8, 32 << 30),
+        "4G per core"
+    );
     let r = ranks(&dir, job);
     let leaves = uuids(&v);
     assert_eq!(r.len(), 4, "{r:?}");

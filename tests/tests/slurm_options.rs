@@ -44,7 +44,10 @@ fn a_slurm_script_with_host_options_runs_with_one_warning_per_ignored_option() {
     let out = flexsub(&d, &dir, "job.sh", &script);
     assert!(out.status.success(), "{out:?}\n{}", d.log());
     let err = text(&out.stderr);
-    assert!(!err.contains("--mem-per-cpu"), "host memory is honoured: {err}");
+    assert!(
+        !err.contains("--mem-per-cpu"),
+        "host memory is honoured: {err}"
+    );
     for opt in ["--hint"] {
         let n = err.matches(&format!("{opt} is ignored")).count();
         assert_eq!(n, 1, "{opt}: {err}");
