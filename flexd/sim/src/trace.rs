@@ -737,6 +737,32 @@ mod tests {
     }
 
     #[test]
+    fn host_memory_in_slurm_spellings() {
+        const G: u64 = 1 << 30;
+        let cases = [
+            ("64G", HostMem::PerNode(64 * G)),
+            ("64Gn", HostMem::PerNode(64 * G)),
+            ("4000Mc", HostMem::PerCpu(4000 * MIB)),
+            ("4000", HostMem::PerNode(4000 * MIB)),
+            ("1.5GiB", HostMem::PerNode(3 * G / 2)),
+            ("512kb", HostMem::PerNode(512 << 10)),
+            ("100B", HostMem::PerNode(100)),
+            ("8G/gpu", HostMem::PerGpu(8 * G)),
+            ("2g/cpu", HostMem::PerCpu(2 * G)),
+            ("1T/node", HostMem::PerNode(1 << 40)),
+            ("0", HostMem::All),
+            ("0n", HostMem::All),
+        ];
+        for (s, want) in cases {
+            assert_eq!(host_mem(s), Ok(want), "{s}");
+            assert_eq!(host_mem(&host_mem_field(want)), Ok(want), "{s}");
+        }
+        for s in ["", "G", "64X", "-1G", "1e3G", "0c", "nan", "4096T"] {
+            assert!(host_mem(s).is_err(), "{s}");
+        }
+    }
+
+    #[test]
     fn write_then_read_is_identity() {
         let t = parse(
             "job_id,submit_s,leaves,duration_s,kind,time_limit_s\n1,0,4,600,train,900\n2,5,1,60,infer,\n",
