@@ -269,11 +269,6 @@ impl Hardware {
         self
     }
 
-    /// Host memory of each host in bytes (0: no limit).
-    pub fn host_memory(&self) -> u64 {
-        self.hosts[0].memory_bytes
-    }
-
     /// Compute slices of every host together (every leaf of a MIG host).
     pub fn total_leaves(&self) -> u32 {
         self.hosts.iter().map(|h| h.leaves.len() as u32).sum()
