@@ -86,18 +86,19 @@ impl Cluster {
         self.hosts[id.0 as usize].cores_free()
     }
 
-    /// For a job that does not fit now, which resource is short on the host that comes
-    /// closest: "leaves", "cores" or "memory" (None when it fits).
+    /// For a job that waits on resources: "memory" or "cores" when that alone keeps it off
+    /// every host now (host memory first), None otherwise (its leaves are short). Cheap: for
+    /// every pending row of a listing.
     pub fn shortage(&self, req: &Request) -> Option<&'static str> {
-        let mut best: Option<&'static str> = None;
+        let mut found = None;
         for h in &self.hosts {
-            match place::shortage(h, req, &self.config) {
+            match place::shortage(h, req) {
                 None => return None,
-                Some(s) if best.is_none() || s == "memory" => best = Some(s),
-                Some(_) => {}
+                Some("memory") => found = Some("memory"),
+                Some(s) => found = found.or(Some(s)),
             }
         }
-        best
+        found
     }
 
     pub fn hosts(&self) -> impl Iterator<Item = (HostId, &HostModel)> {

@@ -706,27 +706,30 @@ fn gib(b: u64) -> String {
     format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
 }
 
-/// Which resource keeps a job that does not fit now off this host: "leaves" (or GPU share),
-/// "cores" or "memory"; None when it fits.
-pub(crate) fn shortage(h: &HostState, req: &Request, cfg: &ClusterConfig) -> Option<&'static str> {
+/// Whether host memory or cores alone keep a job off this host now ("memory", "cores"), by
+/// the bounds a placement checks first (cheap enough for every row of a listing); None when
+/// they do not (its leaves are short, or it fits).
+pub(crate) fn shortage(h: &HostState, req: &Request) -> Option<&'static str> {
     if req.exclusive {
-        return match h.is_idle() {
-            true => None,
-            false if h.mem_free < h.mem_total => Some("memory"),
-            false if h.n_cores_free < h.model.cores.len() as u32 => Some("cores"),
-            false => Some("leaves"),
+        return if h.mem_free < h.mem_total {
+            Some("memory")
+        } else if (h.n_cores_free as usize) < h.model.cores.len() {
+            Some("cores")
+        } else {
+            None
         };
     }
-    let mut units = Units::new(NO_UNIT);
-    if req.wants_gpu() && !place_units(h, req, cfg, &mut units) {
-        return Some("leaves");
+    let min_units = if req.wants_gpu() {
+        req.leaves.unwrap_or(1).max(1) as usize
+    } else {
+        0
+    };
+    let min_cores = cores_needed(req, min_units);
+    if memory_needed(h, req, min_cores, min_units) > h.mem_free {
+        Some("memory")
+    } else if min_cores > h.n_cores_free {
+        Some("cores")
+    } else {
+        None
     }
-    let need = cores_needed(req, units.len());
-    if memory_needed(h, req, need, units.len()) > h.mem_free {
-        return Some("memory");
-    }
-    if !pick_cores(h, &units, req.cores_per_leaf, need, |_| ()) {
-        return Some("cores");
-    }
-    None
 }

@@ -171,7 +171,7 @@ fn exclusive_waits_for_an_idle_host_and_takes_all_of_it() {
     );
     let small = place_and_take(&mut c, &cpu_job(1, 1, None));
     assert!(c.place(&excl).is_none());
-    assert!(c.shortage(&excl.request).is_some());
+    assert_eq!(c.shortage(&excl.request), Some("cores"));
     c.release(&small);
     let a = place_and_take(&mut c, &excl);
     assert_eq!(a.units.len(), 14);
