@@ -32,7 +32,7 @@ fn job(id: u64, rng: &mut ChaCha8Rng, resources: bool) -> PendingJob {
     if resources {
         request.cpus = leaves * rng.gen_range(2..=16);
         request.host_mem = Some(if rng.gen_bool(0.5) {
-            HostMem::PerNode(u64::from(leaves) * rng.gen_range(8..=64) << 30)
+            HostMem::PerNode((u64::from(leaves) * rng.gen_range(8..=64)) << 30)
         } else {
             HostMem::PerCpu(rng.gen_range(2..=8) << 30)
         });

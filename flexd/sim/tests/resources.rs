@@ -181,7 +181,7 @@ fn memory_binds_only_where_the_host_has_a_size() {
     let with = parse(MEMORY_TRACE);
     let without = parse(NO_MEMORY_TRACE);
     let side_by_side = [(1, 0, 1000), (2, 0, 1000), (3, 0, 1000)];
-    // The shipped topology gives no memory_gib: memory is no limit, as in a trace without it.
+    // The shipped testbed's 256 GiB hold all three 40 GiB jobs, as a trace without memory.
     assert_eq!(times(&run(&testbed(), ModelKind::Fm, &with)), side_by_side);
     assert_eq!(
         times(&run(&testbed(), ModelKind::Fm, &without)),
@@ -276,12 +276,13 @@ fn a_run_names_host_memory_by_flag_or_topology() {
     let no_limit = [&base[..], &["--host-mem-gib", "0"]].concat();
     assert_eq!(makespan(&flexsim(&no_limit)), 1060);
 
-    // A topology file with memory_gib (the shipped one with it added).
+    // A topology file with memory_gib (the shipped one with 100 GiB instead of its own).
     let shipped = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../etc/topologies/a100-40gb-x2.toml"),
     )
-    .unwrap();
+    .unwrap()
+    .replacen("\nmemory_gib = 256\n", "\n", 1);
     let topo = d.path().join("ram.toml");
     std::fs::write(&topo, format!("memory_gib = 100\n{shipped}")).unwrap();
     let file = [&base[..], &["--topology", topo.to_str().unwrap()]].concat();
