@@ -91,6 +91,39 @@ impl Metrics {
         }
         header(
             o,
+            "flex_cores",
+            "gauge",
+            "Cores of each host that jobs hold (busy) or not (free).",
+        );
+        for h in &snap.hosts {
+            for (state, v) in [("busy", h.cores_busy), ("free", h.cores_free)] {
+                let _ = writeln!(
+                    o,
+                    "flex_cores{{host=\"{}\",state=\"{state}\"}} {v}",
+                    escape(&h.host)
+                );
+            }
+        }
+        header(
+            o,
+            "flex_memory_bytes",
+            "gauge",
+            "Host memory jobs may be given (RAM less reserved_memory) that they hold (busy) or \
+             not (free); absent where the host's RAM is unknown.",
+        );
+        for h in &snap.hosts {
+            if let Some((busy, free)) = h.memory {
+                for (state, v) in [("busy", busy), ("free", free)] {
+                    let _ = writeln!(
+                        o,
+                        "flex_memory_bytes{{host=\"{}\",state=\"{state}\"}} {v}",
+                        escape(&h.host)
+                    );
+                }
+            }
+        }
+        header(
+            o,
             "flex_jobs_started_total",
             "counter",
             "Jobs started since flexd started.",
@@ -179,11 +212,22 @@ pub(crate) struct GpuLeaves {
     pub free: f64,
 }
 
+/// One host's cores and schedulable memory.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct HostUse {
+    pub host: String,
+    pub cores_busy: u64,
+    pub cores_free: u64,
+    /// Bytes held and free; None when the host's RAM is unknown.
+    pub memory: Option<(u64, u64)>,
+}
+
 /// The gauges, read from the state under its lock.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Snapshot {
     pub jobs: Vec<(JobState, u64)>,
     pub gpus: Vec<GpuLeaves>,
+    pub hosts: Vec<HostUse>,
 }
 
 impl Snapshot {
@@ -193,7 +237,16 @@ impl Snapshot {
             jobs[state_index(j.row.state)] += 1;
         }
         let mut gpus = Vec::new();
+        let mut hosts = Vec::new();
         for (hid, h) in st.cluster.hosts() {
+            let free = u64::from(st.cluster.cores_free(hid));
+            let (total, mem_free) = st.cluster.memory(hid);
+            hosts.push(HostUse {
+                host: h.hostname.clone(),
+                cores_busy: h.cores.len() as u64 - free,
+                cores_free: free,
+                memory: total.map(|t| (t - mem_free, mem_free)),
+            });
             for g in &h.gpus {
                 let mut free = 0u64;
                 let mut n = 0u64;
@@ -212,6 +265,7 @@ impl Snapshot {
         Snapshot {
             jobs: JobState::ALL.into_iter().zip(jobs).collect(),
             gpus,
+            hosts,
         }
     }
 }
@@ -255,6 +309,12 @@ mod tests {
                 busy: 0.5,
                 free: 6.5,
             }],
+            hosts: vec![HostUse {
+                host: "h".into(),
+                cores_busy: 3,
+                cores_free: 29,
+                memory: Some((1 << 30, 3 << 30)),
+            }],
         };
         let text = m.render(&snap);
         for line in [
@@ -271,6 +331,10 @@ mod tests {
             "flex_sched_pass_seconds_bucket{le=\"+Inf\"} 3",
             "flex_sched_pass_seconds_count 3",
             "# TYPE flex_sched_pass_seconds histogram",
+            "flex_cores{host=\"h\",state=\"busy\"} 3",
+            "flex_cores{host=\"h\",state=\"free\"} 29",
+            "flex_memory_bytes{host=\"h\",state=\"busy\"} 1073741824",
+            "flex_memory_bytes{host=\"h\",state=\"free\"} 3221225472",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
         }

@@ -17,6 +17,13 @@ pub struct Cluster {
     /// hosts. A sorted vector: a pass copies the free state twice, and a copy of this is one
     /// allocation (a tree set's was one per node), and a host's move in it one memmove.
     by_free: Vec<(u32, HostId)>,
+    /// Hosts by free cores and by free host memory, ascending: a job searches the index that
+    /// leaves it the fewest hosts (see [`Cluster::candidates`]).
+    by_cores: Vec<(u32, HostId)>,
+    by_mem: Vec<(u64, HostId)>,
+    /// Each host's free share, cores and memory side by side, so that a search skips the
+    /// hosts short of one without reading their state.
+    free: Vec<Free>,
     /// One idle copy per distinct host model, for admission.
     idle: Arc<Vec<HostState>>,
     config: ClusterConfig,
@@ -49,9 +56,25 @@ impl Cluster {
             .map(|(i, h)| (h.free_root(), HostId(i as u32)))
             .collect();
         by_free.sort_unstable();
+        let mut by_cores: Vec<(u32, HostId)> = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.cores_free(), HostId(i as u32)))
+            .collect();
+        by_cores.sort_unstable();
+        let mut by_mem: Vec<(u64, HostId)> = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.memory().1, HostId(i as u32)))
+            .collect();
+        by_mem.sort_unstable();
+        let free = hosts.iter().map(Free::of).collect();
         Self {
+            free,
             hosts,
             by_free,
+            by_cores,
+            by_mem,
             idle: Arc::new(idle),
             config,
         }
@@ -66,6 +89,14 @@ impl Cluster {
             for h in &mut self.hosts {
                 h.set_reserved_memory(config.reserved_memory);
             }
+            self.by_mem = self
+                .hosts
+                .iter()
+                .enumerate()
+                .map(|(i, h)| (h.memory().1, HostId(i as u32)))
+                .collect();
+            self.by_mem.sort_unstable();
+            self.free = self.hosts.iter().map(Free::of).collect();
             let mut idle = (*self.idle).clone();
             for h in &mut idle {
                 h.set_reserved_memory(config.reserved_memory);
@@ -144,25 +175,13 @@ impl Cluster {
 
     fn update<F: FnOnce(&mut HostState)>(&mut self, host: HostId, f: F) {
         let h = &mut self.hosts[host.0 as usize];
-        let before = h.free_root();
+        let before = (h.free_root(), h.cores_free(), h.memory().1);
         f(h);
-        let after = h.free_root();
-        if before == after {
-            return;
-        }
-        // Move the host's entry from its old place to its new one.
-        let by_free = &mut self.by_free;
-        let i = by_free
-            .binary_search(&(before, host))
-            .expect("every host is indexed by its free share");
-        let j = by_free.partition_point(|&e| e < (after, host));
-        if j > i {
-            by_free[i..j].rotate_left(1);
-            by_free[j - 1] = (after, host);
-        } else {
-            by_free[j..=i].rotate_right(1);
-            by_free[j] = (after, host);
-        }
+        let after = (h.free_root(), h.cores_free(), h.memory().1);
+        reindex(&mut self.by_free, host, before.0, after.0);
+        reindex(&mut self.by_cores, host, before.1, after.1);
+        reindex(&mut self.by_mem, host, before.2, after.2);
+        self.free[host.0 as usize] = Free::of(h);
     }
 
     fn place_on(&self, host: HostId, req: &Request) -> Option<Allocation> {
@@ -175,22 +194,50 @@ impl Cluster {
         })
     }
 
-    /// The hosts with at least `lb` free share at the root, best fit first: the only ones
-    /// that may hold a request of that lower bound.
-    fn candidates(&self, lb: u32) -> impl Iterator<Item = HostId> + '_ {
-        // Most jobs of a long queue fit nowhere: the host with the most free share, the last,
-        // answers that before a search.
-        let from = match self.by_free.last() {
-            Some(&(most, _)) if most >= lb => self.by_free.partition_point(|&(f, _)| f < lb),
-            _ => self.by_free.len(),
-        };
-        self.by_free[from..].iter().map(|&(_, host)| host)
+    /// The hosts that may hold a request, best fit first: those with at least its lower bound
+    /// of free share at the root, of free cores and of free memory, from the index that leaves
+    /// the fewest (free share when they tie, so that jobs without cores and memory place as
+    /// before them). The others are checked host by host.
+    fn candidates(&self, req: &Request) -> impl Iterator<Item = HostId> + '_ {
+        let (share, cores, mem) = place::lower_bounds(req);
+        let enough = Free { share, cores, mem };
+        self.index_for(share, cores, mem)
+            .filter(move |h| self.free[h.0 as usize].holds(&enough))
+    }
+
+    /// The part of one index [`Cluster::candidates`] searches.
+    fn index_for(&self, share: u32, cores: u32, mem: u64) -> Candidates<'_> {
+        // Most jobs of a long queue fit nowhere: the last host of each index, the one with
+        // the most free, answers that before a search.
+        let n = self.by_free.len();
+        let from = |last: bool, point: usize| if last { point } else { n };
+        let f = from(
+            self.by_free.last().is_some_and(|&(m, _)| m >= share),
+            self.by_free.partition_point(|&(x, _)| x < share),
+        );
+        let c = from(
+            self.by_cores.last().is_some_and(|&(m, _)| m >= cores),
+            self.by_cores.partition_point(|&(x, _)| x < cores),
+        );
+        let m = from(
+            self.by_mem.last().is_some_and(|&(x, _)| x >= mem),
+            self.by_mem.partition_point(|&(x, _)| x < mem),
+        );
+        let fewest = (n - f).min(n - c).min(n - m);
+        if n - f == fewest {
+            Candidates::Share(self.by_free[f..].iter())
+        } else if n - m == fewest {
+            Candidates::Memory(self.by_mem[m..].iter())
+        } else {
+            Candidates::Cores(self.by_cores[c..].iter())
+        }
     }
 
     /// Whether the host that `released` was on, which just got it back, may hold `req`.
     fn may_hold_after_release(&self, req: &Request, released: &Allocation) -> bool {
         // As `place`: a host with less free share than the bound cannot hold the job.
-        self.hosts[released.host.0 as usize].free_root() >= place::lower_bound(req)
+        let (share, cores, mem) = place::lower_bounds(req);
+        self.free[released.host.0 as usize].holds(&Free { share, cores, mem })
     }
 }
 
@@ -207,7 +254,7 @@ impl Model for Cluster {
     }
 
     fn place(&self, job: &PendingJob) -> Option<Allocation> {
-        self.candidates(place::lower_bound(&job.request))
+        self.candidates(&job.request)
             .find_map(|host| self.place_on(host, &job.request))
     }
 
@@ -218,7 +265,7 @@ impl Model for Cluster {
     }
 
     fn fits(&self, job: &PendingJob) -> bool {
-        self.candidates(place::lower_bound(&job.request))
+        self.candidates(&job.request)
             .any(|host| place::fits(&self.hosts[host.0 as usize], &job.request, &self.config))
     }
 
@@ -238,5 +285,63 @@ impl Model for Cluster {
 
     fn units(&self) -> u64 {
         self.hosts().map(|(_, h)| h.leaves.len() as u64).sum()
+    }
+}
+
+/// Move `host`'s entry in a sorted index from `before` to `after`.
+fn reindex<T: Ord + Copy>(index: &mut [(T, HostId)], host: HostId, before: T, after: T) {
+    if before == after {
+        return;
+    }
+    let i = index
+        .binary_search(&(before, host))
+        .expect("every host is indexed");
+    let j = index.partition_point(|&e| e < (after, host));
+    if j > i {
+        index[i..j].rotate_left(1);
+        index[j - 1] = (after, host);
+    } else {
+        index[j..=i].rotate_right(1);
+        index[j] = (after, host);
+    }
+}
+
+/// The hosts [`Cluster::candidates`] gives, from one of its indexes.
+enum Candidates<'a> {
+    Share(std::slice::Iter<'a, (u32, HostId)>),
+    Cores(std::slice::Iter<'a, (u32, HostId)>),
+    Memory(std::slice::Iter<'a, (u64, HostId)>),
+}
+
+impl Iterator for Candidates<'_> {
+    type Item = HostId;
+
+    fn next(&mut self) -> Option<HostId> {
+        match self {
+            Candidates::Share(i) | Candidates::Cores(i) => i.next().map(|&(_, h)| h),
+            Candidates::Memory(i) => i.next().map(|&(_, h)| h),
+        }
+    }
+}
+
+/// What one host has free.
+#[derive(Clone, Copy, Debug)]
+struct Free {
+    share: u32,
+    cores: u32,
+    mem: u64,
+}
+
+impl Free {
+    fn of(h: &HostState) -> Free {
+        Free {
+            share: h.free_root(),
+            cores: h.cores_free(),
+            mem: h.memory().1,
+        }
+    }
+
+    fn holds(&self, need: &Free) -> bool {
+        self.share >= need.share && self.cores >= need.cores && self.mem >= need.mem
     }
 }
