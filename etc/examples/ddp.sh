@@ -3,7 +3,7 @@
 # flexrun starts one rank per leaf; no torchrun needed. Submit with: flexsub ddp.sh
 #FLEX --job-name=ddp
 #FLEX --leaves 4                # four 1g.5gb leaves (a job of more than one leaf prefers 1g.5gb)
-#FLEX --cpus-per-task 4         # four cores per leaf, from the NUMA node of the leaf's GPU
+#FLEX --cpus-per-gpu 4          # four cores per leaf, from the NUMA node of the leaf's GPU
 #FLEX --time 2:00:00
 #FLEX --output ddp-%j.out
 set -euo pipefail

@@ -10,7 +10,7 @@ use crate::paths::Paths;
 use crate::server::{self, unix_now, Core, Shared};
 use crate::state::{Found, Signaller, State};
 use crate::store::{self, writer::Writer, StoreError};
-use flex_sched::{Cluster, ClusterConfig};
+use flex_sched::Cluster;
 use gres_plugin::JobId;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
@@ -168,13 +168,23 @@ fn host_model(
     opts: &Options,
     settings: &Settings,
 ) -> Result<(Cluster, CpuMap), DaemonError> {
-    let found = gres_plugin::probe::discover(&paths.topology, opts.force_topology)?;
+    let mut found = gres_plugin::probe::discover(&paths.topology, opts.force_topology)?;
+    // Jobs really run here: a simulated topology that names no RAM gets this host's.
+    if found.host.memory_bytes == 0 {
+        found.host.memory_bytes = gres_plugin::probe::host_memory_bytes().unwrap_or(0);
+    }
     tracing::info!(
-        "host model from {}: {} GPUs, {} leaves, {} cores",
+        "host model from {}: {} GPUs, {} leaves, {} cores, {} MiB of RAM ({} MiB for jobs)",
         found.source,
         found.host.gpus.len(),
         found.host.leaves.len(),
-        found.host.cores.len()
+        found.host.cores.len(),
+        found.host.memory_bytes >> 20,
+        found
+            .host
+            .memory_bytes
+            .saturating_sub(settings.reserved_memory)
+            >> 20,
     );
     let model_cores: Vec<u32> = found.host.cores.iter().map(|c| c.id.0).collect();
     let (cpus, note) = CpuMap::detect(&model_cores);
@@ -182,13 +192,7 @@ fn host_model(
         tracing::warn!("{n}");
     }
     say_cgroups();
-    let cluster = Cluster::new(
-        vec![found.host],
-        ClusterConfig {
-            default_strategy: settings.placement,
-            round_up_fractions: settings.round_up_fractions,
-        },
-    );
+    let cluster = Cluster::new(vec![found.host], settings.cluster_config());
     Ok((cluster, cpus))
 }
 

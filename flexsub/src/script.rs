@@ -122,6 +122,10 @@ fn directive(line: &str) -> Option<(&'static str, &str)> {
 }
 
 /// Apply the directives of `script` (shown as `file` in messages) to `settings`, in order.
+/// The warning for a `--mem` that may have been meant as GPU memory.
+pub const MEM_IS_HOST_MEMORY: &str =
+    "--mem is host memory (RAM), as in Slurm; for GPU memory write --gpu-mem";
+
 /// Returns warnings for options Flex accepts but ignores. A bad directive does not stop the
 /// reading: every bad one is reported, one per line of the error, so a user fixes a script in
 /// one round.
@@ -159,22 +163,13 @@ pub fn apply_directives(
             }
         };
         for (spec, value, shown) in written {
-            let applied = if prefix == "#SBATCH" && spec.key == Key::Mem {
-                // Slurm's --mem is host memory, which Flex does not allocate: an existing
-                // script must not turn its RAM request into GPU leaves. `--mem=0` is Slurm's
-                // "all of the node's memory".
-                let all = value.as_deref().map(str::trim) == Some("0");
-                let checked = if all {
-                    Ok(None)
-                } else {
-                    Settings::default().apply(spec, value.as_deref())
-                };
-                checked.map(|_| {
-                    Some("--mem is host memory in Slurm and is ignored; ask for GPU memory with #FLEX --mem".to_string())
+            let applied = settings.apply(spec, value.as_deref()).map(|w| {
+                // `#FLEX --mem` was GPU memory before it took Slurm's meaning.
+                w.or_else(|| {
+                    (prefix == "#FLEX" && spec.key == Key::Mem)
+                        .then(|| MEM_IS_HOST_MEMORY.to_string())
                 })
-            } else {
-                settings.apply(spec, value.as_deref())
-            };
+            });
             match applied {
                 Ok(Some(warning)) => warnings.push(at(format!("{shown}: {warning}"))),
                 Ok(None) => {}
@@ -300,25 +295,39 @@ mod tests {
         assert_eq!(s.stdout.as_deref(), Some("out-%j.log"));
         assert_eq!(s.stderr.as_deref(), Some("err-%j.log"));
         assert_eq!(s.mem_bytes, None, "#SBATCH --mem is host memory");
+        assert_eq!(s.host_mem, Some(gres_plugin::HostMem::PerNode(16 << 30)));
         assert_eq!(s.account.as_deref(), Some("proj"));
-        assert_eq!(w.len(), 2);
+        assert_eq!(w.len(), 1, "{w:?}");
         assert!(
-            w[0].starts_with("job.sh:7: #SBATCH --mem 16G: --mem is host memory"),
-            "{w:?}"
-        );
-        assert!(
-            w[1].starts_with("job.sh:8: #SBATCH -p gpu: --partition is ignored"),
+            w[0].starts_with("job.sh:8: #SBATCH -p gpu: --partition is ignored"),
             "{w:?}"
         );
     }
 
     #[test]
-    fn sbatch_mem_0_is_all_of_the_hosts_memory_and_ignored() {
-        let (s, w) = read("#!/bin/sh\n#SBATCH --mem=0 --mem-per-cpu=0\n").unwrap();
+    fn mem_0_is_all_of_the_hosts_memory() {
+        let (s, w) = read("#!/bin/sh\n#SBATCH --mem-per-cpu=1G --mem=0\n").unwrap();
         assert_eq!(s.mem_bytes, None);
-        assert_eq!(w.len(), 2, "{w:?}");
-        let e = read("#!/bin/sh\n#FLEX --mem=0\n").unwrap_err();
+        assert_eq!(s.host_mem, Some(gres_plugin::HostMem::All));
+        assert!(w.is_empty(), "{w:?}");
+        let e = read("#!/bin/sh\n#FLEX --gpu-mem=0\n").unwrap_err();
         assert!(e.contains("must be more than 0"), "{e}");
+    }
+
+    #[test]
+    fn flex_mem_is_host_memory_now_with_a_warning_naming_the_line() {
+        let (s, w) = read("#!/bin/sh\n#FLEX --leaves 2\n#FLEX --mem=20G\n").unwrap();
+        assert_eq!(s.mem_bytes, None);
+        assert_eq!(s.host_mem, Some(gres_plugin::HostMem::PerNode(20 << 30)));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("job.sh:3: #FLEX --mem=20G: --mem is host memory")
+                && w[0].contains("--gpu-mem"),
+            "{w:?}"
+        );
+        let (s, w) = read("#!/bin/sh\n#FLEX --gpu-mem=20G\n").unwrap();
+        assert_eq!(s.mem_bytes, Some(20 << 30));
+        assert!(w.is_empty());
     }
 
     #[test]
@@ -364,8 +373,8 @@ mod tests {
                 "job.sh:2: #SBATCH -w elsewhere-node07: --nodelist names elsewhere-node07",
             ),
             (
-                "#!/bin/sh\n#FLEX --leaves 0\n",
-                "job.sh:2: #FLEX --leaves 0: invalid leaves \"0\"",
+                "#!/bin/sh\n#FLEX --leaves -2\n",
+                "job.sh:2: #FLEX --leaves -2: invalid leaves \"-2\"",
             ),
             (
                 "#!/bin/sh\n#FLEX --gpus=NaN\n",

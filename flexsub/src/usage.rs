@@ -138,6 +138,7 @@ pub(crate) mod tests {
             } else {
                 Vec::new()
             },
+            mem_bytes: 0,
             array: None,
             restarts: 0,
             max_rss: None,

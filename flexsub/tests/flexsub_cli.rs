@@ -104,7 +104,7 @@ fn an_sbatch_script_is_submitted_with_its_directives_and_environment() {
     assert_eq!(spec.args, ["a1", "--a2"]);
     assert!(spec.script.starts_with("#!/bin/bash\n#SBATCH"));
     assert_eq!(spec.request.leaves, Some(4));
-    assert_eq!(spec.request.cores_per_leaf, 2);
+    assert_eq!(spec.request.cpus, 2, "one task of 2 cores, as in Slurm");
     assert_eq!(spec.request.time_limit_s, 600);
     assert_eq!(spec.stdout.as_deref(), Some("out-%j.log"));
     let cwd = dir.path().canonicalize().unwrap();
@@ -202,10 +202,8 @@ fn slurm_options_mean_the_same_on_the_command_line() {
         .unwrap()
         .as_secs();
     assert!(begin > now + 3500 && begin <= now + 3600, "{begin} {now}");
-    assert_eq!(
-        spec.request.cores_per_leaf, 3,
-        "2 tasks of 3 cores on 2 leaves"
-    );
+    assert_eq!(spec.request.cpus, 6, "2 tasks of 3 cores");
+    assert!(spec.request.exclusive);
     // A refused option is refused on the command line too, and an optional value is taken.
     let dir2 = tempfile::tempdir().unwrap();
     let sock = dir2.path().join("none.sock");
@@ -237,8 +235,8 @@ fn bad_scripts_name_the_line_and_nothing_reaches_the_daemon() {
             "bad.sh:2: #FLEX --gpus=NaN: invalid GPU fraction \"NaN\"",
         ),
         (
-            "#!/bin/sh\n#FLEX --leaves 0\n",
-            "bad.sh:2: #FLEX --leaves 0: invalid leaves \"0\"",
+            "#!/bin/sh\n#FLEX --leaves x\n",
+            "bad.sh:2: #FLEX --leaves x: invalid leaves \"x\"",
         ),
         (
             "#!/bin/sh\n#SBATCH --switches=1\n",

@@ -184,13 +184,13 @@ fn slurm_env(i: &JobEnvInput, gpus: String) -> Vec<(&'static str, String)> {
         ("SLURM_SUBMIT_DIR", i.submit_dir.to_string()),
         ("SLURM_JOB_NODELIST", i.host.to_string()),
         ("SLURM_NNODES", "1".to_string()),
-        ("SLURM_NTASKS", i.units.len().to_string()),
+        ("SLURM_NTASKS", i.units.len().max(1).to_string()),
         ("SLURM_JOB_GPUS", gpus),
         ("SLURM_GPUS_ON_NODE", i.units.len().to_string()),
         ("SLURM_JOB_CPUS_PER_NODE", i.cores.len().to_string()),
         ("SLURM_CPUS_ON_NODE", i.cores.len().to_string()),
         ("SLURM_CPUS_PER_TASK", i.cores_per_unit.to_string()),
-        ("SLURM_TASKS_PER_NODE", i.units.len().to_string()),
+        ("SLURM_TASKS_PER_NODE", i.units.len().max(1).to_string()),
         ("SLURM_NODEID", "0".to_string()),
         ("SLURM_PROCID", "0".to_string()),
         ("SLURM_LOCALID", "0".to_string()),
@@ -231,9 +231,12 @@ pub fn rank_plan(get: impl Fn(&str) -> Option<String>) -> Result<RankPlan, Strin
         .filter(|s| !s.is_empty())
         .map(str::to_string)
         .collect();
-    if uuids.is_empty() {
-        return Err("FLEX_MIG_UUIDS is empty: the job holds no leaf".into());
-    }
+    // A CPU-only job: one rank, with no GPU and every core.
+    let uuids = if uuids.is_empty() {
+        vec![String::new()]
+    } else {
+        uuids
+    };
     let per: usize = need("FLEX_CPUS_PER_LEAF")?
         .parse()
         .map_err(|_| "FLEX_CPUS_PER_LEAF is not a number".to_string())?;
@@ -247,8 +250,16 @@ pub fn rank_plan(get: impl Fn(&str) -> Option<String>) -> Result<RankPlan, Strin
             .collect::<Result<_, _>>()?,
         _ => parse_cpu_list(&get("FLEX_CPUS").unwrap_or_default())?,
     };
-    let cores = (0..uuids.len())
-        .map(|r| by_leaf.iter().skip(r * per).take(per).copied().collect())
+    // The scheduler deals cores beyond `per` for each leaf one more to each of the first
+    // leaves: rank r's are the r-th run of that dealing.
+    let n = uuids.len();
+    let rest = by_leaf.len().saturating_sub(per * n).min(n);
+    let cores = (0..n)
+        .map(|r| {
+            let from = r * per + r.min(rest);
+            let len = per + usize::from(r < rest);
+            by_leaf.iter().skip(from).take(len).copied().collect()
+        })
         .collect();
     let master_port = need("FLEX_MASTER_PORT")?
         .parse()

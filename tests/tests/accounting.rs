@@ -82,7 +82,7 @@ fn four_jobs(d: &Daemon) -> ([JobId; 4], u64) {
     let t0 = now();
     std::fs::write(
         w.join("ok.sh"),
-        "#!/bin/sh\n#FLEX --leaves 2 -c 2 -t 5:00\nsleep 1\n",
+        "#!/bin/sh\n#FLEX --leaves 2 --cpus-per-gpu 2 -t 5:00\n#SBATCH --mem=1G\nsleep 1\n",
     )
     .unwrap();
     let out = cmd(d, "flexsub")
@@ -199,7 +199,11 @@ fn flexacct_records_what_happened_and_flexreport_sums_them() {
     let ok_row = by_id[&completed.0];
     assert_eq!(ok_row["NLeaves"], "2");
     assert_eq!(ok_row["NCPUS"], "4");
-    assert_eq!(ok_row["ReqTRES"], "cpu=4,node=1,gres/leaf=2");
+    assert_eq!(ok_row["ReqTRES"], "cpu=4,mem=1G,node=1,gres/leaf=2");
+    assert!(
+        ok_row["AllocTRES"].starts_with("cpu=4,mem=1G,node=1,gres/leaf=2,"),
+        "{ok_row:?}"
+    );
     assert_eq!(ok_row["Timelimit"], "00:05:00");
     assert_eq!(ok_row["Profiles"].split(',').count(), 2);
 

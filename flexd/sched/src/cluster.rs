@@ -36,7 +36,7 @@ impl Cluster {
             let state = match idle.iter().find(|h| Arc::ptr_eq(&h.model, &m)) {
                 Some(h) => h.clone(),
                 None => {
-                    let h = HostState::new(m);
+                    let h = HostState::new(m, config.reserved_memory);
                     idle.push(h.clone());
                     h
                 }
@@ -62,7 +62,43 @@ impl Cluster {
     }
 
     pub fn set_config(&mut self, config: ClusterConfig) {
+        if config.reserved_memory != self.config.reserved_memory {
+            for h in &mut self.hosts {
+                h.set_reserved_memory(config.reserved_memory);
+            }
+            let mut idle = (*self.idle).clone();
+            for h in &mut idle {
+                h.set_reserved_memory(config.reserved_memory);
+            }
+            self.idle = Arc::new(idle);
+        }
         self.config = config;
+    }
+
+    /// A host's schedulable memory (None when its RAM is unknown: no limit) and what is free.
+    pub fn memory(&self, id: HostId) -> (Option<u64>, u64) {
+        let (total, free) = self.hosts[id.0 as usize].memory();
+        ((total != u64::MAX).then_some(total), free)
+    }
+
+    /// A host's free cores.
+    pub fn cores_free(&self, id: HostId) -> u32 {
+        self.hosts[id.0 as usize].cores_free()
+    }
+
+    /// For a job that waits on resources: "memory" or "cores" when that alone keeps it off
+    /// every host now (host memory first), None otherwise (its leaves are short). Cheap: for
+    /// every pending row of a listing.
+    pub fn shortage(&self, req: &Request) -> Option<&'static str> {
+        let mut found = None;
+        for h in &self.hosts {
+            match place::shortage(h, req) {
+                None => return None,
+                Some("memory") => found = Some("memory"),
+                Some(s) => found = found.or(Some(s)),
+            }
+        }
+        found
     }
 
     pub fn hosts(&self) -> impl Iterator<Item = (HostId, &HostModel)> {
@@ -131,11 +167,11 @@ impl Cluster {
 
     fn place_on(&self, host: HostId, req: &Request) -> Option<Allocation> {
         let h = &self.hosts[host.0 as usize];
-        place::place(h, req, &self.config).map(|(units, cores)| Allocation {
+        place::place(h, req, &self.config).map(|(units, cores, mem_bytes)| Allocation {
             host,
             units,
             cores,
-            mem_bytes: 0,
+            mem_bytes,
         })
     }
 

@@ -10,6 +10,9 @@ pub struct ClusterConfig {
     pub default_strategy: Strategy,
     /// Round a non-integer GPU fraction above 1 up to whole GPUs instead of rejecting it.
     pub round_up_fractions: bool,
+    /// Host memory kept back from jobs on every host whose RAM is known.
+    #[serde(default)]
+    pub reserved_memory: u64,
 }
 
 impl Default for ClusterConfig {
@@ -17,6 +20,7 @@ impl Default for ClusterConfig {
         Self {
             default_strategy: Strategy::BestFit,
             round_up_fractions: false,
+            reserved_memory: 0,
         }
     }
 }

@@ -252,6 +252,15 @@ impl Settings {
         Ok(settings)
     }
 
+    /// The placement settings of the scheduler core.
+    pub fn cluster_config(&self) -> flex_sched::ClusterConfig {
+        flex_sched::ClusterConfig {
+            default_strategy: self.placement,
+            round_up_fractions: self.round_up_fractions,
+            reserved_memory: self.reserved_memory,
+        }
+    }
+
     /// What differs between two settings, one line per key, for the log after a reload.
     pub(crate) fn changes(&self, new: &Settings) -> Vec<String> {
         self.shown()

@@ -265,10 +265,7 @@ impl Shared {
         self.max_frame
             .store(s.limits.max_frame_bytes as usize, Ordering::Relaxed);
         self.with_core(|c| {
-            c.state.cluster.set_config(flex_sched::ClusterConfig {
-                default_strategy: s.placement,
-                round_up_fractions: s.round_up_fractions,
-            });
+            c.state.cluster.set_config(s.cluster_config());
             c.settings = s;
         });
         self.sched.notify_one();

@@ -18,6 +18,18 @@ impl State {
         Some(&self.waiting[i])
     }
 
+    /// "Resources:memory" or "Resources:cores" for a job that waits on resources when host
+    /// memory or cores alone keep it off the host now; None when its leaves do ("Resources").
+    fn short_of(&self, r: &JobRow, waiting: Option<&sched::Pending>) -> Option<&'static str> {
+        if !waiting.is_some_and(|w| w.reason == sched::Reason::Resources) {
+            return None;
+        }
+        match self.cluster.shortage(&r.request)? {
+            "memory" => Some("Resources:memory"),
+            _ => Some("Resources:cores"),
+        }
+    }
+
     /// A job in full (flexq --json); a pending job with what the last pass said about it.
     pub(crate) fn view(&self, j: &Job) -> JobView {
         let r = &j.row;
@@ -36,6 +48,7 @@ impl State {
             alloc: r.alloc.as_deref().map(StoredAlloc::view),
             reason: match (self.held_back(j), waiting) {
                 (Some(h), _) => Some(h.to_string()),
+                (None, w) if self.short_of(r, w).is_some() => self.short_of(r, w).map(String::from),
                 (None, Some(w)) => Some(w.reason.to_string()),
                 (None, None) => r.reason.clone(),
             },
@@ -80,6 +93,9 @@ impl State {
                 next += usize::from(waiting.is_some());
             }
             let mut row = Self::queue_row(r, waiting, now);
+            if let Some(s) = self.short_of(r, waiting) {
+                row.reason = Some(Cow::Borrowed(s));
+            }
             if let Some(h) = self.held_back(j) {
                 row.reason = Some(Cow::Borrowed(h));
             }

@@ -115,6 +115,16 @@ fn matches(q: &AcctQuery, r: &AcctRecord) -> bool {
 #[derive(serde::Deserialize)]
 struct Cores {
     cores: Vec<u32>,
+    /// The core's allocation, with its host memory (none in allocations made before host
+    /// memory was a resource).
+    #[serde(default)]
+    placement: Option<Placement>,
+}
+
+#[derive(serde::Deserialize)]
+struct Placement {
+    #[serde(default)]
+    mem_bytes: u64,
 }
 
 fn record(r: &rusqlite::Row) -> Result<AcctRecord, StoreError> {
@@ -148,6 +158,10 @@ fn record(r: &rusqlite::Row) -> Result<AcctRecord, StoreError> {
         request: json(id, "request", &request)?,
         host: r.get(15)?,
         leaves: Vec::new(),
+        mem_bytes: alloc
+            .as_ref()
+            .and_then(|a| a.placement.as_ref())
+            .map_or(0, |p| p.mem_bytes),
         cores: alloc.map(|a| a.cores).unwrap_or_default(),
         array: match (r.get::<_, Option<i64>>(17)?, r.get::<_, Option<u32>>(18)?) {
             (Some(job), Some(index)) => Some(flex_proto::ArrayTask {

@@ -157,6 +157,10 @@ pub struct WarnSignal {
     pub batch_only: bool,
 }
 
+pub(crate) fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
 pub(crate) fn is_zero(n: &u32) -> bool {
     *n == 0
 }

@@ -271,6 +271,9 @@ pub struct AcctRecord {
     /// What it held, in rank order (empty when it never started).
     pub leaves: Vec<AcctLeaf>,
     pub cores: Vec<u32>,
+    /// Host memory it held, in bytes (0: none reserved, or it never started).
+    #[serde(default, skip_serializing_if = "crate::job::is_zero_u64")]
+    pub mem_bytes: u64,
     /// The array it is a task of (shown `12_3`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array: Option<crate::job::ArrayTask>,

@@ -244,6 +244,17 @@ fn load_script(m: &ArgMatches) -> Result<(String, String, Vec<String>), Error> {
 /// Apply the command line's job options after the script's.
 fn apply_command_line(m: &ArgMatches, s: &mut Settings) -> Result<Vec<String>, Error> {
     let mut warnings = Vec::new();
+    // As sbatch: one host-memory spelling on the command line, which overrides the script's.
+    let mem: Vec<&str> = ["mem", "mem-per-cpu", "mem-per-gpu"]
+        .into_iter()
+        .filter(|o| m.get_one::<String>(o).is_some())
+        .collect();
+    if mem.len() > 1 {
+        return Err(Error::Input(format!(
+            "--{} are mutually exclusive: give one",
+            mem.join(", --")
+        )));
+    }
     for o in options::all() {
         let value = match o.value {
             None if o.optional_value() => match m.get_one::<String>(o.long) {
@@ -265,6 +276,20 @@ fn apply_command_line(m: &ArgMatches, s: &mut Settings) -> Result<Vec<String>, E
             Ok(Some(w)) => warnings.push(format!("{shown}: {w}")),
             Ok(None) => {}
             Err(e) => return Err(Error::Input(format!("{shown}: {e}"))),
+        }
+    }
+    // A job that asks for host memory and no GPU may have meant GPU memory.
+    if let Some(v) = m.get_one::<String>("mem") {
+        if s.leaves.unwrap_or(0) == 0
+            && s.gpus.is_none()
+            && s.gpus_per_task.is_none()
+            && s.mem_bytes.is_none()
+            && s.model.is_none()
+        {
+            warnings.push(format!(
+                "--mem {v}: the job asks for no GPU; {}",
+                crate::script::MEM_IS_HOST_MEMORY
+            ));
         }
     }
     Ok(warnings)

@@ -5,7 +5,7 @@
 use crate::estimate::{Dtype, Mode};
 use crate::units::{self, SizeUnit};
 use gres_plugin::request::Strategy;
-use gres_plugin::Request;
+use gres_plugin::{HostMem, Request};
 use std::path::PathBuf;
 
 mod slurm;
@@ -31,7 +31,10 @@ pub struct Settings {
     pub leaves: Option<u32>,
     pub leaf_type: Option<String>,
     pub gpus: Option<f64>,
+    /// `--gpu-mem`: GPU memory.
     pub mem_bytes: Option<u64>,
+    /// `--mem`, `--mem-per-cpu`, `--mem-per-gpu`: host memory.
+    pub host_mem: Option<HostMem>,
     pub account: Option<String>,
     pub qos: Option<String>,
     pub nice: Option<i32>,
@@ -97,7 +100,11 @@ fn parse_gres(v: &str) -> Result<(u32, Option<String>), String> {
         ));
     }
     let rest: Vec<&str> = parts.collect();
-    let count = |s: &str| units::parse_count("GPU count", s).map_err(|e| e.to_string());
+    // `gpu:0` is Slurm's "no GPU".
+    let count = |s: &str| match s.trim() {
+        "0" => Ok(0),
+        _ => units::parse_count("GPU count", s).map_err(|e| e.to_string()),
+    };
     match rest.as_slice() {
         [] => Ok((1, None)),
         [n] if n.bytes().all(|b| b.is_ascii_digit() || b == b'-') => Ok((count(n)?, None)),
@@ -148,19 +155,40 @@ impl Settings {
             }
             Key::Gres => {
                 let (n, t) = parse_gres(v)?;
+                // `gpu:0`: no GPU, as in Slurm.
                 self.leaves = Some(n);
                 if t.is_some() {
                     self.leaf_type = t;
                 }
             }
             Key::Gpus => self.gpus = Some(units::parse_fraction(v).map_err(e)?),
-            Key::Mem => {
+            Key::Mem | Key::MemPerCpu | Key::MemPerGpu => {
+                let n = if v.trim() == "0" {
+                    0
+                } else {
+                    units::parse_size(v, SizeUnit::Mebibytes).map_err(e)?
+                };
+                self.host_mem = Some(match spec.key {
+                    Key::Mem if n == 0 => HostMem::All,
+                    Key::Mem => HostMem::PerNode(n),
+                    // Slurm's 0 per core or GPU is also "all of the node's memory".
+                    _ if n == 0 => HostMem::All,
+                    Key::MemPerCpu => HostMem::PerCpu(n),
+                    _ => HostMem::PerGpu(n),
+                });
+            }
+            Key::GpuMem => {
                 self.mem_bytes = Some(units::parse_size(v, SizeUnit::Mebibytes).map_err(e)?)
             }
             Key::Account => self.account = Some(non_empty("account", v)?),
             Key::Qos => self.qos = Some(non_empty("qos", v)?),
             Key::Nice => self.nice = Some(parse_nice(v)?),
-            Key::Leaves => self.leaves = Some(units::parse_count("leaves", v).map_err(e)?),
+            Key::Leaves => {
+                self.leaves = Some(match v.trim() {
+                    "0" => 0,
+                    _ => units::parse_count("leaves", v).map_err(e)?,
+                })
+            }
             Key::LeafType => self.leaf_type = Some(non_empty("leaf type", v)?),
             Key::Placement => self.placement = Some(parse_placement(v)?),
             Key::Model => self.model = Some(PathBuf::from(non_empty("model path", v)?)),
@@ -218,7 +246,7 @@ impl Settings {
             return Ok(None);
         };
         if self.mem_bytes.is_some() {
-            return Err("--mem and --model both size GPU memory: give one".into());
+            return Err("--gpu-mem and --model both size GPU memory: give one".into());
         }
         let Some(mode) = self.mode else {
             return Err("--model needs --train or --infer".into());
@@ -238,51 +266,52 @@ impl Settings {
         self.ntasks.or(self.ntasks_per_node)
     }
 
-    /// Cores per leaf: `--cpus-per-gpu` as it is; `-c` (cores per task) with a task count and
-    /// a leaf count known here is the tasks' cores spread over the leaves, rounded up per
-    /// leaf; else `-c` per leaf (one task per leaf). 0 when neither is given (flexd's
-    /// default).
-    fn cores_per_leaf(&self, leaves: Option<u32>) -> Result<u32, String> {
-        if let Some(n) = self.cpus_per_gpu {
-            return Ok(n);
-        }
-        let Some(c) = self.cpus_per_task else {
+    /// The job's cores as Slurm counts them: tasks (`-n`, else 1) × `-c` (else 1); 0 when
+    /// neither is given (the core then gives a CPU-only job one core).
+    fn cpus(&self) -> Result<u32, String> {
+        if self.tasks().is_none() && self.cpus_per_task.is_none() {
             return Ok(0);
-        };
-        match (self.tasks(), leaves) {
-            (Some(t), Some(l)) => u32::try_from((u64::from(t) * u64::from(c)).div_ceil(l.into()))
-                .map_err(|_| format!("{t} tasks of {c} cores are more than any host has")),
-            _ => Ok(c),
         }
+        let (t, c) = (self.tasks().unwrap_or(1), self.cpus_per_task.unwrap_or(1));
+        u32::try_from(u64::from(t) * u64::from(c))
+            .map_err(|_| format!("{t} tasks of {c} cores are more than any host has"))
     }
 
-    /// The resource request: 1 leaf when nothing asks for a GPU resource, `mem_bytes` from the
-    /// options or the model estimate. A time limit or core count left unset is sent as 0, which
+    /// The resource request: GPU units when an option asks for them (none, as in Slurm, when
+    /// nothing does), `mem_bytes` from `--gpu-mem` or the model estimate, the cores of the
+    /// tasks and the host memory. A time limit or cores per leaf left unset is sent as 0, which
     /// flexd replaces with its configured default (`default_time_limit`,
-    /// `default_cpus_per_leaf`).
+    /// `default_cpus_per_leaf`); so is host memory (`default_mem_per_cpu`).
     pub fn request(&self, estimated_mem: Option<u64>) -> Result<Request, String> {
         let gpus = match self.gpus_per_task {
             Some(g) => Some(f64::from(g) * f64::from(self.tasks().unwrap_or(1))),
             None => self.gpus,
         };
-        let mut r = Request {
-            leaves: self.leaves,
-            leaf_type: self.leaf_type.clone(),
+        let r = Request {
+            // `--gres=gpu:0` or `--leaves 0`: no GPU.
+            leaves: self.leaves.filter(|&n| n > 0),
+            leaf_type: self.leaf_type.clone().filter(|_| self.leaves != Some(0)),
             gpus,
             mem_bytes: self.mem_bytes.or(estimated_mem),
-            cores_per_leaf: 0,
+            cores_per_leaf: self.cpus_per_gpu.unwrap_or(0),
+            cpus: self.cpus()?,
+            host_mem: self.host_mem,
+            exclusive: self.options.exclusive,
             time_limit_s: self.time_limit_s.unwrap_or(0),
             placement: self.placement,
-            ..Default::default()
         };
-        if r.leaves.is_none() && r.gpus.is_none() && r.mem_bytes.is_none() {
-            r.leaves = Some(1);
+        if self.leaves == Some(0) && r.wants_gpu() {
+            return Err(
+                "--gres=gpu:0 (or --leaves 0) asks for no GPU, but a GPU fraction or GPU memory is also given"
+                    .into(),
+            );
         }
-        // With a GPU count or memory, flexd picks how many leaves: one task per leaf.
-        let known = r
-            .leaves
-            .filter(|_| r.gpus.is_none() && r.mem_bytes.is_none());
-        r.cores_per_leaf = self.cores_per_leaf(known)?;
+        if r.leaf_type.is_some() && !r.wants_gpu() {
+            return Err(format!(
+                "a leaf type ({}) is given for a job that asks for no GPU",
+                r.leaf_type.as_deref().unwrap_or_default()
+            ));
+        }
         // The defaults are flexd's; check the rest as if they were filled in.
         Request {
             cores_per_leaf: r.cores_per_leaf.max(1),

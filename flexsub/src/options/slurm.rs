@@ -26,7 +26,8 @@ const fn refused(
     opt(Key::Refused, long, short, value, why)
 }
 
-const HOST_MEMORY: &str = "Accepted and ignored: host memory, which Flex does not allocate";
+const HOST_MEMORY: &str =
+    "Accepted and ignored: Flex reserves host memory per host, not per NUMA node";
 const CORES: &str =
     "Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf's NUMA node";
 const CONTAINER: &str = "Refused: Flex runs no pyxis/enroot containers; start the container \
@@ -152,8 +153,6 @@ pub const SLURM_OPTIONS: &[OptSpec] = &[
         Some("NAME"),
         "Accepted and ignored: one Flex host has no partitions",
     ),
-    ignored("mem-per-cpu", None, Some("SIZE"), HOST_MEMORY),
-    ignored("mem-per-gpu", None, Some("SIZE"), HOST_MEMORY),
     ignored("mincpus", None, Some("N"), CORES),
     ignored("threads-per-core", None, Some("N"), CORES),
     ignored("sockets-per-node", None, Some("N"), CORES),

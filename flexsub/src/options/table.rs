@@ -12,7 +12,12 @@ pub enum Key {
     CpusPerTask,
     Gres,
     Gpus,
+    /// `--mem`, `--mem-per-cpu`, `--mem-per-gpu`: host memory, as in Slurm.
     Mem,
+    MemPerCpu,
+    MemPerGpu,
+    /// `--gpu-mem`: Flex's GPU-memory request.
+    GpuMem,
     Account,
     Qos,
     Nice,
@@ -141,7 +146,7 @@ pub const OPTIONS: &[OptSpec] = &[
         "cpus-per-task",
         Some('c'),
         Some("N"),
-        "CPU cores per task: with -n, N x ntasks cores spread over the leaves; without, N per leaf (default: flexd's default_cpus_per_leaf)",
+        "CPU cores per task, as in Slurm: the job gets N x ntasks cores (at least flexd's default_cpus_per_leaf per leaf)",
     ),
     opt(
         Key::Gres,
@@ -162,7 +167,28 @@ pub const OPTIONS: &[OptSpec] = &[
         "mem",
         None,
         Some("SIZE"),
-        "GPU memory: 512M, 16G, 1.5GiB; a bare number is megabytes, as in Slurm",
+        "Host memory (RAM) for the job, as in Slurm: 512M, 16G; a bare number is megabytes; 0 is all of the host's",
+    ),
+    opt(
+        Key::MemPerCpu,
+        "mem-per-cpu",
+        None,
+        Some("SIZE"),
+        "Host memory per allocated core, as in Slurm",
+    ),
+    opt(
+        Key::MemPerGpu,
+        "mem-per-gpu",
+        None,
+        Some("SIZE"),
+        "Host memory per allocated leaf (GPU), as in Slurm",
+    ),
+    opt(
+        Key::GpuMem,
+        "gpu-mem",
+        None,
+        Some("SIZE"),
+        "GPU memory: as many leaves as hold 16G, 1.5GiB; a bare number is megabytes",
     ),
     opt(
         Key::Account,

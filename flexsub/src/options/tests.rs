@@ -23,8 +23,6 @@ fn ignored_counts_must_still_be_counts() {
         ("threads-per-core", "1", "0"),
         ("sockets-per-node", "2", "-1"),
         ("cores-per-socket", "8", "x"),
-        ("mem-per-cpu", "4G", "lots"),
-        ("mem-per-gpu", "16000", "1Q"),
         ("tmp", "100G", ""),
     ] {
         let w = set(&mut s, opt, good).unwrap().unwrap();
@@ -128,29 +126,26 @@ fn cores_follow_tasks_and_gpus_follow_nodes_and_tasks() {
         }
         s.request(None).unwrap()
     };
-    // The script: one task of 8 cores on 4 GPUs is 8 cores, 2 per leaf.
+    // As in Slurm: the job's cores are its tasks times -c, whatever its GPUs; the core
+    // spreads them over the leaves (flexd's default_cpus_per_leaf per leaf at least).
     let r = req(&[("cpus-per-task", "8"), ("ntasks", "1"), ("gres", "gpu:4")]);
-    assert_eq!((r.leaves, r.cores_per_leaf), (Some(4), 2));
+    assert_eq!((r.leaves, r.cpus, r.cores_per_leaf), (Some(4), 8, 0));
     let r = req(&[
         ("cpus-per-task", "3"),
         ("ntasks-per-node", "3"),
         ("gres", "gpu:2"),
     ]);
-    assert_eq!(r.cores_per_leaf, 5, "9 cores over 2 leaves, rounded up");
-    // Without a task count: one task per leaf, -c per leaf (what -c always meant in Flex).
+    assert_eq!(r.cpus, 9);
+    // Without a task count: one task.
+    assert_eq!(req(&[("cpus-per-task", "8"), ("gres", "gpu:4")]).cpus, 8);
+    assert_eq!(req(&[("ntasks", "6")]).cpus, 6);
+    assert_eq!(req(&[("gres", "gpu:4")]).cpus, 0);
     assert_eq!(
-        req(&[("cpus-per-task", "8"), ("gres", "gpu:4")]).cores_per_leaf,
-        8
+        req(&[("cpus-per-task", "8"), ("ntasks", "2"), ("gpus", "2")]).cpus,
+        16
     );
-    // When flexd picks the leaf count (a GPU count or memory): -c per leaf.
-    assert_eq!(
-        req(&[("cpus-per-task", "8"), ("ntasks", "2"), ("gpus", "2")]).cores_per_leaf,
-        8
-    );
-    assert_eq!(
-        req(&[("cpus-per-task", "8"), ("cpus-per-gpu", "6")]).cores_per_leaf,
-        6
-    );
+    let r = req(&[("cpus-per-task", "8"), ("cpus-per-gpu", "6")]);
+    assert_eq!((r.cpus, r.cores_per_leaf), (8, 6));
     let r = req(&[("gpus-per-node", "2")]);
     assert_eq!((r.leaves, r.gpus), (None, Some(2.0)));
     let r = req(&[("gpus-per-task", "2"), ("ntasks", "3")]);
@@ -178,23 +173,28 @@ fn gres_forms() {
     assert_eq!(parse_gres("gpu:4"), Ok((4, None)));
     assert_eq!(parse_gres("gpu:1g.10gb"), Ok((1, Some("1g.10gb".into()))));
     assert_eq!(parse_gres("gpu:1g.5gb:3"), Ok((3, Some("1g.5gb".into()))));
-    for bad in [
-        "gpu:0",
-        "gpu:-1",
-        "shard:2",
-        "gpu:2,shard:1",
-        "gpu:a:b:c",
-        "gpu::2",
-    ] {
+    assert_eq!(parse_gres("gpu:0"), Ok((0, None)));
+    for bad in ["gpu:-1", "shard:2", "gpu:2,shard:1", "gpu:a:b:c", "gpu::2"] {
         assert!(parse_gres(bad).is_err(), "{bad}");
     }
 }
 
 #[test]
-fn default_request_is_one_leaf_with_the_daemons_defaults() {
+fn default_request_is_cpu_only_with_the_daemons_defaults() {
     let r = Settings::default().request(None).unwrap();
-    assert_eq!(r.leaves, Some(1));
-    assert_eq!((r.cores_per_leaf, r.time_limit_s), (0, 0));
+    assert!(!r.wants_gpu(), "no GPU unless asked for, as in Slurm");
+    assert_eq!((r.cores_per_leaf, r.cpus, r.time_limit_s), (0, 0, 0));
+    assert_eq!(r.host_mem, None);
+    for (o, v) in [("gres", "gpu:0"), ("leaves", "0"), ("gres", "gpu:1g.5gb:0")] {
+        let mut s = Settings::default();
+        set(&mut s, o, v).unwrap();
+        let r = s.request(None).unwrap();
+        assert!(!r.wants_gpu() && r.leaf_type.is_none(), "{o}={v}");
+    }
+    let mut s = Settings::default();
+    set(&mut s, "gres", "gpu:0").unwrap();
+    set(&mut s, "gpus", "0.5").unwrap();
+    assert!(s.request(None).unwrap_err().contains("no GPU"));
     let mut s = Settings::default();
     set(&mut s, "gpus", "0.5").unwrap();
     let r = s.request(None).unwrap();
@@ -207,7 +207,7 @@ fn default_request_is_one_leaf_with_the_daemons_defaults() {
 fn values_are_checked() {
     let mut s = Settings::default();
     assert!(set(&mut s, "gpus", "NaN").unwrap_err().contains("\"NaN\""));
-    assert!(set(&mut s, "leaves", "0").unwrap_err().contains("\"0\""));
+    assert!(set(&mut s, "leaves", "-1").unwrap_err().contains("\"-1\""));
     assert!(set(&mut s, "placement", "random")
         .unwrap_err()
         .contains("fill-first"));
@@ -221,7 +221,7 @@ fn values_are_checked() {
         .unwrap()
         .unwrap()
         .contains("ignored"));
-    set(&mut s, "mem", "100").unwrap();
+    set(&mut s, "gpu-mem", "100").unwrap();
     assert_eq!(s.mem_bytes, Some(100 << 20));
     assert!(Settings {
         gpus: Some(5000.0),
@@ -255,7 +255,7 @@ fn model_options_need_each_other() {
     set(&mut d, "model", "/m").unwrap();
     d.apply(by_long("infer").unwrap(), None).unwrap();
     assert_eq!(d.estimate_input().unwrap().unwrap().batch_size, 1);
-    set(&mut s, "mem", "1G").unwrap();
+    set(&mut s, "gpu-mem", "1G").unwrap();
     assert!(s.estimate_input().unwrap_err().contains("give one"));
 }
 
@@ -319,4 +319,47 @@ fn begin_times_as_sbatch_takes_them() {
     let mut s = Settings::default();
     set(&mut s, "begin", "now+1").unwrap();
     assert!(s.queue.begin.is_some());
+}
+
+#[test]
+fn host_memory_takes_slurms_three_spellings() {
+    let mem = |o: &str, v: &str| {
+        let mut s = Settings::default();
+        set(&mut s, o, v).unwrap();
+        s.host_mem
+    };
+    assert_eq!(mem("mem", "64G"), Some(HostMem::PerNode(64 << 30)));
+    assert_eq!(mem("mem", "1000"), Some(HostMem::PerNode(1000 << 20)));
+    assert_eq!(mem("mem", "0"), Some(HostMem::All));
+    assert_eq!(mem("mem-per-cpu", "4G"), Some(HostMem::PerCpu(4 << 30)));
+    assert_eq!(
+        mem("mem-per-gpu", "16000"),
+        Some(HostMem::PerGpu(16000 << 20))
+    );
+    // Host memory never asks for a GPU.
+    let mut s = Settings::default();
+    set(&mut s, "mem", "64G").unwrap();
+    let r = s.request(None).unwrap();
+    assert!(!r.wants_gpu());
+    assert_eq!(r.mem_bytes, None);
+    // The last spelling wins (the command line, applied last, over the script).
+    set(&mut s, "mem-per-cpu", "2G").unwrap();
+    assert_eq!(
+        s.request(None).unwrap().host_mem,
+        Some(HostMem::PerCpu(2 << 30))
+    );
+    let mut s = Settings::default();
+    for bad in ["lots", "1Q", "-5"] {
+        assert!(set(&mut s, "mem", bad).unwrap_err().contains(bad), "{bad}");
+    }
+    // --mem-per-gpu without a GPU.
+    set(&mut s, "mem-per-gpu", "4G").unwrap();
+    assert!(s.request(None).unwrap_err().contains("per GPU"));
+}
+
+#[test]
+fn exclusive_asks_for_the_whole_host() {
+    let mut s = Settings::default();
+    s.apply(by_long("exclusive").unwrap(), None).unwrap();
+    assert!(s.request(None).unwrap().exclusive);
 }

@@ -244,6 +244,7 @@ pub fn samples() -> Vec<Msg> {
             memory_bytes: Some(10_334_765_056),
         }],
         cores: vec![0, 1, 2, 3],
+        mem_bytes: 0,
         array: None,
         restarts: 0,
         max_rss: None,

@@ -14,7 +14,15 @@
 //!    a share below one GPU on the best-fitting partly used GPU (Fragment), or by the job's
 //!    ModelGrid strategy.
 //! 4. Cores: the requested count per unit from the NUMA node of that unit's GPU, the GPU's
-//!    affinity cores first, exclusive; farther NUMA nodes only when the near one is full.
+//!    affinity cores first, exclusive; farther NUMA nodes only when the near one is full. The
+//!    job's cores beyond its units' share (Slurm's tasks × `-c`) are dealt round-robin over
+//!    its units the same way. A CPU-only job takes its cores from one NUMA node where one
+//!    holds them (best fit), the cores no GPU lists as near first, from the far end of each
+//!    node, so that GPU jobs, which fill from the near end, find theirs.
+//! 5. Host memory: a count of bytes per host (its RAM less `reserved_memory`), taken as the
+//!    request's [`HostMem`] works out for the cores and units chosen; a host whose RAM is
+//!    unknown has no memory limit.
+//! 6. `--exclusive`: only an idle host, and all of it.
 
 mod leaves;
 mod scratch;
@@ -23,7 +31,7 @@ use super::alloc::{Allocation, Unit};
 use super::config::ClusterConfig;
 use gres_plugin::request::Strategy;
 use gres_plugin::tree::{Capacity, CostTree, NodeId, WHOLE};
-use gres_plugin::{CoreId, HostModel, LeafId, Request};
+use gres_plugin::{CoreId, HostMem, HostModel, LeafId, Request};
 use leaves::place_leaves;
 use scratch::Scratch;
 use std::sync::Arc;
@@ -52,6 +60,11 @@ pub(crate) struct HostStatic {
     gpu_leaves: Vec<Vec<LeafId>>,
     /// Core positions (into `HostModel::cores`) in order of preference for each GPU position.
     core_order: Vec<Vec<u32>>,
+    /// Core positions of each NUMA node in a CPU-only job's order of preference, and the
+    /// node's bitmap of them.
+    numa_cores: Vec<(Vec<u32>, Scratch<u64, 4>)>,
+    /// Free share at the root of the idle host.
+    full_root: u32,
     has_mig: bool,
     /// Memory of the smallest whole (non-MIG) GPU, 0 when there is none.
     whole_gpu_mem: u64,
@@ -66,10 +79,13 @@ pub(crate) struct HostState {
     /// Free cores, one bit per position (inline for hosts of up to 256 cores).
     cores_free: Scratch<u64, 4>,
     n_cores_free: u32,
+    /// Schedulable host memory (u64::MAX when the host's RAM is unknown) and what is free.
+    mem_total: u64,
+    mem_free: u64,
 }
 
 impl HostState {
-    pub(crate) fn new(model: Arc<HostModel>) -> Self {
+    pub(crate) fn new(model: Arc<HostModel>, reserved_memory: u64) -> Self {
         let tree = CostTree::build(&model);
         let roots = tree.placement_roots();
         let leaf_gpu = model
@@ -115,8 +131,13 @@ impl HostState {
             cores_free[p / 64] |= 1 << (p % 64);
         }
         let cap = Capacity::new(&tree);
+        let full_root = cap.free[0];
+        let numa_cores = numa_core_order(&model, n);
+        let mem_total = schedulable_memory(&model, reserved_memory);
         Self {
             stat: Arc::new(HostStatic {
+                numa_cores,
+                full_root,
                 tree,
                 roots,
                 leaf_gpu,
@@ -131,7 +152,32 @@ impl HostState {
             cap,
             cores_free,
             n_cores_free: n as u32,
+            mem_total,
+            mem_free: mem_total,
         }
+    }
+
+    /// Another `reserved_memory` (a reloaded configuration): what is in use stays in use.
+    pub(crate) fn set_reserved_memory(&mut self, reserved_memory: u64) {
+        let used = self.mem_total - self.mem_free;
+        self.mem_total = schedulable_memory(&self.model, reserved_memory);
+        self.mem_free = self.mem_total.saturating_sub(used);
+    }
+
+    /// Schedulable host memory (u64::MAX: unknown, no limit) and what is free of it.
+    pub(crate) fn memory(&self) -> (u64, u64) {
+        (self.mem_total, self.mem_free)
+    }
+
+    pub(crate) fn cores_free(&self) -> u32 {
+        self.n_cores_free
+    }
+
+    /// Nothing on it: every unit, core and byte free.
+    fn is_idle(&self) -> bool {
+        self.free_root() == self.stat.full_root
+            && self.n_cores_free as usize == self.model.cores.len()
+            && self.mem_free == self.mem_total
     }
 
     pub(crate) fn free_root(&self) -> u32 {
@@ -174,6 +220,13 @@ impl HostState {
                 return Err(format!("core {c} is already taken or does not exist"));
             }
         }
+        if a.mem_bytes > self.mem_free {
+            return Err(format!(
+                "{} of host memory is more than the {} free",
+                gib(a.mem_bytes),
+                gib(self.mem_free)
+            ));
+        }
         Ok(())
     }
 
@@ -187,6 +240,8 @@ impl HostState {
             self.cores_free[p / 64] &= !(1 << (p % 64));
             self.n_cores_free -= 1;
         }
+        debug_assert!(a.mem_bytes <= self.mem_free);
+        self.mem_free = self.mem_free.saturating_sub(a.mem_bytes);
     }
 
     pub(crate) fn release(&mut self, a: &Allocation) {
@@ -199,6 +254,7 @@ impl HostState {
             self.cores_free[p / 64] |= 1 << (p % 64);
             self.n_cores_free += 1;
         }
+        self.mem_free = (self.mem_free + a.mem_bytes).min(self.mem_total);
     }
 
     /// Best fit between two subtrees: less free share at the subtree, then at each ancestor
@@ -276,36 +332,100 @@ fn whole_ask(req: &Request, gpu_mem: u64, cfg: &ClusterConfig) -> Result<WholeAs
 
 /// Free share at a host's root below which the request cannot fit there.
 pub(crate) fn lower_bound(req: &Request) -> u32 {
+    if !req.wants_gpu() || req.exclusive {
+        return 0;
+    }
     let by_leaves = req.leaves.map_or(1, |n| n.saturating_mul(WHOLE));
     let by_frac = req.gpus.map_or(1, |f| slices(f).min(milli(f)));
     by_leaves.max(by_frac).max(1)
 }
 
-/// Place a request on one host: its units and cores, or None.
-pub(crate) fn place(
-    h: &HostState,
-    req: &Request,
-    cfg: &ClusterConfig,
-) -> Option<(Vec<Unit>, Vec<CoreId>)> {
-    let mut units = Units::new(NO_UNIT);
-    if !place_units(h, req, cfg, &mut units) {
-        return None;
+/// A placement on one host: units, cores and bytes of host memory.
+pub(crate) type Placed = (Vec<Unit>, Vec<CoreId>, u64);
+
+/// Place a request on one host: its units, cores and memory, or None.
+pub(crate) fn place(h: &HostState, req: &Request, cfg: &ClusterConfig) -> Option<Placed> {
+    if req.exclusive {
+        return h.is_idle().then(|| whole_host(h));
     }
-    let per = req.cores_per_leaf;
-    // No more than the host's free cores: a hostile request may ask for u32::MAX per leaf.
-    let mut cores = Vec::with_capacity(
-        units
-            .len()
-            .saturating_mul(per as usize)
-            .min(h.n_cores_free as usize),
-    );
-    pick_cores(h, &units, per, |c| cores.push(c)).then(|| (units.to_vec(), cores))
+    let mut units = Units::new(NO_UNIT);
+    let (need, mem) = place_all(h, req, cfg, &mut units)?;
+    // No more than the host's free cores (checked): a hostile request may ask for u32::MAX.
+    let mut cores = Vec::with_capacity(need as usize);
+    pick_cores(h, &units, req.cores_per_leaf, need, |c| cores.push(c))
+        .then(|| (units.to_vec(), cores, mem))
 }
 
 /// Whether [`place`] would place the request on this host, without building the placement.
 pub(crate) fn fits(h: &HostState, req: &Request, cfg: &ClusterConfig) -> bool {
+    if req.exclusive {
+        return h.is_idle();
+    }
     let mut units = Units::new(NO_UNIT);
-    place_units(h, req, cfg, &mut units) && pick_cores(h, &units, req.cores_per_leaf, |_| ())
+    place_all(h, req, cfg, &mut units)
+        .is_some_and(|(need, _)| pick_cores(h, &units, req.cores_per_leaf, need, |_| ()))
+}
+
+/// Everything on the host, for `--exclusive`.
+fn whole_host(h: &HostState) -> Placed {
+    let units = h
+        .model
+        .leaves
+        .iter()
+        .map(|l| Unit {
+            leaf: l.id,
+            share: WHOLE,
+        })
+        .collect();
+    let cores = h.model.cores.iter().map(|c| c.id).collect();
+    let mem = if h.mem_total == u64::MAX {
+        0
+    } else {
+        h.mem_total
+    };
+    (units, cores, mem)
+}
+
+/// The cores a job of `units` units gets: `cpus`, and at least `cores_per_leaf` per unit; at
+/// least one.
+pub(crate) fn cores_needed(req: &Request, units: usize) -> u32 {
+    let per_units = (units as u32).saturating_mul(req.cores_per_leaf);
+    req.cpus.max(per_units).max(1)
+}
+
+/// Bytes of host memory a job of `cores` cores and `units` units takes on this host.
+fn memory_needed(h: &HostState, req: &Request, cores: u32, units: usize) -> u64 {
+    match req.host_mem {
+        None => 0,
+        Some(HostMem::All) if h.mem_total == u64::MAX => 0,
+        Some(m) => m.bytes(cores, units as u32, h.mem_total),
+    }
+}
+
+/// The units of [`place`] into `units` (empty), then the count of cores and the memory they
+/// need, when the host has that many free; None when something does not fit.
+fn place_all(
+    h: &HostState,
+    req: &Request,
+    cfg: &ClusterConfig,
+    units: &mut Units,
+) -> Option<(u32, u64)> {
+    // Cheap bounds first: most jobs of a long queue that do not fit stop here.
+    let min_units = if req.wants_gpu() {
+        req.leaves.unwrap_or(1).max(1) as usize
+    } else {
+        0
+    };
+    let min_cores = cores_needed(req, min_units);
+    if min_cores > h.n_cores_free || memory_needed(h, req, min_cores, min_units) > h.mem_free {
+        return None;
+    }
+    if req.wants_gpu() && !place_units(h, req, cfg, units) {
+        return None;
+    }
+    let need = cores_needed(req, units.len());
+    let mem = memory_needed(h, req, need, units.len());
+    (need <= h.n_cores_free && mem <= h.mem_free).then_some((need, mem))
 }
 
 /// The units of [`place`], into `units` (empty; its cores are picked for them after); false
@@ -394,21 +514,30 @@ fn place_share(h: &HostState, share: u32, strategy: Strategy) -> Option<Vec<Unit
     Some(vec![Unit { leaf, share }])
 }
 
-/// `per` cores for each unit, nearest its GPU first, exclusive: `take` gets each one; false
-/// when they are not all there.
-fn pick_cores(h: &HostState, units: &[Unit], per: u32, mut take: impl FnMut(CoreId)) -> bool {
-    // A hostile request may ask for u32::MAX cores per leaf: no host has that many.
-    let Some(need) = (units.len() as u32).checked_mul(per) else {
-        return false;
-    };
+/// `need` cores for the units (`per` for each, the rest dealt round-robin over them), each
+/// nearest its unit's GPU first, exclusive; for no units, a CPU-only job's cores. `take` gets
+/// each one; false when they are not all there.
+fn pick_cores(
+    h: &HostState,
+    units: &[Unit],
+    per: u32,
+    need: u32,
+    mut take: impl FnMut(CoreId),
+) -> bool {
     if need > h.n_cores_free {
         return false;
     }
+    if units.is_empty() {
+        return pick_cpu_cores(h, need, take);
+    }
+    let n = units.len() as u32;
+    let per = per.min(need / n);
+    let (extra, rest) = ((need - per * n) / n, (need - per * n) % n);
     // The free cores' bitmap, on the stack for hosts of up to 256 cores.
     let mut free = h.cores_free.clone();
-    for u in units {
+    for (i, u) in units.iter().enumerate() {
         let g = h.stat.leaf_gpu[u.leaf.0 as usize] as usize;
-        let mut left = per;
+        let mut left = per + extra + u32::from((i as u32) < rest);
         for &p in &h.stat.core_order[g] {
             if left == 0 {
                 break;
@@ -425,6 +554,90 @@ fn pick_cores(h: &HostState, units: &[Unit], per: u32, mut take: impl FnMut(Core
         }
     }
     true
+}
+
+/// `need` cores for a CPU-only job: from the NUMA node with the fewest free cores that holds
+/// them all, else from every node, those with the most free first.
+fn pick_cpu_cores(h: &HostState, need: u32, mut take: impl FnMut(CoreId)) -> bool {
+    let free_in = |mask: &Scratch<u64, 4>| -> u32 {
+        mask.iter()
+            .zip(h.cores_free.iter())
+            .map(|(m, f)| (m & f).count_ones())
+            .sum()
+    };
+    let nodes = &h.stat.numa_cores;
+    let one = nodes
+        .iter()
+        .map(|(order, mask)| (free_in(mask), order))
+        .filter(|&(f, _)| f >= need)
+        .min_by_key(|&(f, _)| f);
+    let mut left = need;
+    let mut take_from = |order: &[u32], left: &mut u32| {
+        for &p in order {
+            if *left == 0 {
+                return;
+            }
+            let p = p as usize;
+            if h.cores_free[p / 64] >> (p % 64) & 1 == 1 {
+                take(h.model.cores[p].id);
+                *left -= 1;
+            }
+        }
+    };
+    match one {
+        Some((_, order)) => take_from(order, &mut left),
+        None => {
+            let mut by_free: Scratch<(u32, usize), 8> = Scratch::new((0, 0));
+            for (i, (_, mask)) in nodes.iter().enumerate() {
+                by_free.push((u32::MAX - free_in(mask), i));
+            }
+            by_free.sort_unstable();
+            for &(_, i) in by_free.iter() {
+                take_from(&nodes[i].0, &mut left);
+            }
+        }
+    }
+    left == 0
+}
+
+/// For each NUMA node, its core positions in a CPU-only job's order (cores no GPU lists as
+/// near first, then from the highest id down) and their bitmap.
+fn numa_core_order(model: &HostModel, n: usize) -> Vec<(Vec<u32>, Scratch<u64, 4>)> {
+    let near = |c: CoreId| {
+        model
+            .gpus
+            .iter()
+            .filter(|g| g.cpu_affinity.contains(&c))
+            .count()
+    };
+    let mut nodes: Vec<u32> = model.cores.iter().map(|c| c.numa_node).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
+        .into_iter()
+        .map(|node| {
+            let mut order: Vec<u32> = (0..model.cores.len() as u32)
+                .filter(|&p| model.cores[p as usize].numa_node == node)
+                .collect();
+            order.sort_by_key(|&p| {
+                let c = model.cores[p as usize];
+                (near(c.id), std::cmp::Reverse(c.id))
+            });
+            let mut mask = Scratch::filled(0, n.div_ceil(64));
+            for &p in &order {
+                mask[p as usize / 64] |= 1 << (p % 64);
+            }
+            (order, mask)
+        })
+        .collect()
+}
+
+/// A host's RAM less the reserve; u64::MAX (no limit) when its RAM is unknown.
+fn schedulable_memory(model: &HostModel, reserved_memory: u64) -> u64 {
+    match model.memory_bytes {
+        0 => u64::MAX,
+        ram => ram.saturating_sub(reserved_memory),
+    }
 }
 
 /// Why a request fits no idle host, for the admission error.
@@ -459,16 +672,64 @@ pub(crate) fn why_not(idle: &[HostState], req: &Request, cfg: &ClusterConfig) ->
         }
     }
     let cores = max(&|h| h.model.cores.len() as u64);
-    let units = k.max(1) * req.cores_per_leaf as u64;
-    if units > cores {
-        return format!(
-            "asks for {units} cores ({} per leaf) but the largest host has {cores}",
-            req.cores_per_leaf
-        );
+    let need = if req.wants_gpu() {
+        (k.max(1) * req.cores_per_leaf as u64).max(req.cpus.into())
+    } else {
+        req.cpus.max(1).into()
+    };
+    if need > cores && !req.exclusive {
+        return if need == u64::from(req.cpus) {
+            format!("asks for {need} cores but the largest host has {cores}")
+        } else {
+            format!(
+                "asks for {need} cores ({} per leaf) but the largest host has {cores}",
+                req.cores_per_leaf
+            )
+        };
+    }
+    if let Some(m) = req.host_mem {
+        let most = max(&|h| h.mem_total);
+        let cores = need.min(cores) as u32;
+        let asked = m.bytes(cores, k.max(1) as u32, most);
+        if asked > most {
+            return format!(
+                "asks for {} of host memory ({m}) but the largest host has {} for jobs",
+                gib(asked),
+                gib(most)
+            );
+        }
     }
     "no host can hold this combination of leaves, memory and cores".into()
 }
 
 fn gib(b: u64) -> String {
     format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+}
+
+/// Whether host memory or cores alone keep a job off this host now ("memory", "cores"), by
+/// the bounds a placement checks first (cheap enough for every row of a listing); None when
+/// they do not (its leaves are short, or it fits).
+pub(crate) fn shortage(h: &HostState, req: &Request) -> Option<&'static str> {
+    if req.exclusive {
+        return if h.mem_free < h.mem_total {
+            Some("memory")
+        } else if (h.n_cores_free as usize) < h.model.cores.len() {
+            Some("cores")
+        } else {
+            None
+        };
+    }
+    let min_units = if req.wants_gpu() {
+        req.leaves.unwrap_or(1).max(1) as usize
+    } else {
+        0
+    };
+    let min_cores = cores_needed(req, min_units);
+    if memory_needed(h, req, min_cores, min_units) > h.mem_free {
+        Some("memory")
+    } else if min_cores > h.n_cores_free {
+        Some("cores")
+    } else {
+        None
+    }
 }

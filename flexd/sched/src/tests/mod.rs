@@ -9,6 +9,7 @@ use std::collections::HashSet;
 
 mod env;
 mod pass;
+mod resources;
 
 fn host(name: &str) -> HostModel {
     build_host(&parse(builtin(name).unwrap(), name).unwrap()).unwrap()
@@ -203,8 +204,8 @@ fn impossible_requests_are_rejected_with_a_reason() {
     let c = cluster(&["a100-40gb-x2"]);
     let e = c.admit(&job(1, 15)).unwrap_err();
     assert!(e.contains("15 leaves") && e.contains("14"), "{e}");
-    let e = c.admit(&job(1, 0)).unwrap_err();
-    assert!(e.contains("at least 1"), "{e}");
+    let e = c.admit(&job(1, 33)).unwrap_err();
+    assert!(e.contains("33 leaves"), "{e}");
     let e = c.admit(&frac(1, f64::NAN)).unwrap_err();
     assert!(e.contains("greater than 0"), "{e}");
     let e = c.admit(&frac(1, -0.5)).unwrap_err();

@@ -3,13 +3,13 @@
 //! and `State::add_submitted` queues it (or `State::abandon_submission` gives its place back).
 
 use super::{err, Peer};
-use crate::config::Settings;
+use crate::config::{MemPerCpu, Settings};
 use crate::server::Shared;
 use crate::state::{State, Text};
 use crate::store::NewJob;
 use flex_proto::{DepTerm, ErrorKind, JobSpec, Response};
 use flex_sched::{JobKind, Model, PendingJob};
-use gres_plugin::{JobId, Request as ResourceRequest};
+use gres_plugin::{HostMem, JobId, Request as ResourceRequest};
 
 /// Commit a submission and answer with its id once it is on disk.
 pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now: u64) -> Response {
@@ -57,6 +57,7 @@ pub(crate) fn validate(
     check_names(s, &mut spec)?;
     check_host_options(st, &mut spec)?;
     fill_time_and_cores(s, &mut spec.request)?;
+    fill_memory(s, st, &mut spec.request);
     if let Err(why) = st.cluster.admit(&pending(JobId(u64::MAX), &spec)) {
         return Err(err(
             ErrorKind::Unsatisfiable,
@@ -160,8 +161,8 @@ fn check_names(s: &Settings, spec: &mut JobSpec) -> Result<(), Response> {
 
 /// `--constraint` against the host's features (an impossible one is refused); a GPU model
 /// given as the type of `--gres=gpu:TYPE:N` (`a100`) read as such a feature rather than as a
-/// leaf profile; `--exclusive` made a request for every leaf of the host, with its cores shared
-/// out among them.
+/// leaf profile; `--exclusive` (also as an older flexsub sends it, among the job's options)
+/// marked on the request: the core gives such a job all of an idle host.
 fn check_host_options(st: &State, spec: &mut JobSpec) -> Result<(), Response> {
     if let Some(t) = spec.request.leaf_type.as_deref() {
         let feature = t.to_ascii_lowercase();
@@ -197,14 +198,7 @@ fn check_host_options(st: &State, spec: &mut JobSpec) -> Result<(), Response> {
         }
     }
     if spec.options.exclusive {
-        let Some((_, h)) = st.cluster.hosts().next() else {
-            return Ok(());
-        };
-        let leaves = h.leaves.len().max(1) as u32;
-        let r = &mut spec.request;
-        r.leaves = Some(leaves);
-        (r.leaf_type, r.gpus, r.mem_bytes) = (None, None, None);
-        r.cores_per_leaf = (h.cores.len() as u32 / leaves).max(1);
+        spec.request.exclusive = true;
     }
     Ok(())
 }
@@ -254,6 +248,28 @@ fn fill_time_and_cores(s: &Settings, r: &mut ResourceRequest) -> Result<(), Resp
         ));
     }
     Ok(())
+}
+
+/// Host memory for a job that names none: `default_mem_per_cpu` per core (Slurm's
+/// `DefMemPerCPU`); "auto" is the host's schedulable memory over its cores, nothing where the
+/// host's RAM is unknown.
+fn fill_memory(s: &Settings, st: &State, r: &mut ResourceRequest) {
+    if r.host_mem.is_some() {
+        return;
+    }
+    let per_cpu = match s.default_mem_per_cpu {
+        MemPerCpu::Bytes(n) => n,
+        MemPerCpu::Auto => st
+            .cluster
+            .hosts()
+            .filter_map(|(id, h)| Some(st.cluster.memory(id).0? / (h.cores.len().max(1) as u64)))
+            .map(|b| b >> 20 << 20)
+            .min()
+            .unwrap_or(0),
+    };
+    if per_cpu > 0 {
+        r.host_mem = Some(HostMem::PerCpu(per_cpu));
+    }
 }
 
 pub(crate) fn pending(id: JobId, spec: &JobSpec) -> PendingJob {

@@ -51,39 +51,81 @@ pub fn decimal(v: f64, places: usize) -> String {
     }
 }
 
-/// What the job asked for, as TRES (`cpu=8,mem=20G,node=1,gres/leaf=4`).
+/// The cores the job asked for, where the request alone says (not for a GPU fraction or
+/// GPU memory, whose leaf count flexd chose).
+fn req_cpus(r: &AcctRecord) -> Option<u64> {
+    let q = &r.request;
+    let per_leaf = |n: u32| u64::from(n) * u64::from(q.cores_per_leaf);
+    match q.leaves {
+        _ if q.exclusive => None,
+        Some(n) if n > 0 => Some(per_leaf(n).max(q.cpus.into())),
+        _ if !q.wants_gpu() => Some(u64::from(q.cpus).max(1)),
+        _ => (q.cpus > 0).then_some(q.cpus.into()),
+    }
+}
+
+/// Host memory the job asked for in bytes: what it was given once it started, else what its
+/// request works out to where the request alone says.
+pub fn req_mem(r: &AcctRecord) -> Option<u64> {
+    use gres_plugin::HostMem;
+    if r.mem_bytes > 0 {
+        return Some(r.mem_bytes);
+    }
+    match r.request.host_mem? {
+        HostMem::PerNode(b) => Some(b),
+        HostMem::PerCpu(b) => Some(b.saturating_mul(req_cpus(r)?)),
+        HostMem::PerGpu(b) => Some(b.saturating_mul(r.request.leaves?.into())),
+        HostMem::All => None,
+    }
+}
+
+/// What the job asked for, as TRES (`cpu=8,mem=20G,node=1,gres/leaf=4,gres/gpumem=16G`).
 pub fn req_tres(r: &AcctRecord) -> String {
     let q = &r.request;
     let mut parts = Vec::new();
-    if let Some(n) = q.leaves {
-        parts.push(format!("cpu={}", n * q.cores_per_leaf));
+    if let Some(n) = req_cpus(r) {
+        parts.push(format!("cpu={n}"));
     }
-    if let Some(m) = q.mem_bytes {
+    if let Some(m) = req_mem(r) {
         parts.push(format!("mem={}", crate::units::format_size(m)));
     }
     parts.push("node=1".into());
-    if let Some(n) = q.leaves {
+    if let Some(n) = q.leaves.filter(|&n| n > 0) {
         parts.push(format!("gres/leaf={n}"));
     }
     if let Some(g) = q.gpus {
         parts.push(format!("gres/gpu={g}"));
     }
+    if let Some(m) = q.mem_bytes {
+        parts.push(format!("gres/gpumem={}", crate::units::format_size(m)));
+    }
     parts.join(",")
 }
 
-/// What the job held, as TRES (`cpu=8,mem=20G,node=1,gres/leaf=4,gres/gpu=0.571`); empty
-/// when it never started.
+/// What the job held, as TRES (`cpu=8,mem=20G,node=1,gres/leaf=4,gres/gpu=0.571,
+/// gres/gpumem=20G`: `mem` is host memory, `gres/gpumem` its leaves' memory); empty when it
+/// never started.
 pub fn alloc_tres(r: &AcctRecord) -> String {
-    if r.leaves.is_empty() {
+    if r.leaves.is_empty() && r.cores.is_empty() {
         return String::new();
     }
-    format!(
-        "cpu={},mem={},node=1,gres/leaf={},gres/gpu={}",
-        r.cores.len(),
-        crate::units::format_size(usage::memory_bytes(r) as u64),
-        decimal(usage::leaves(r), 3),
-        decimal(usage::gpu_equivalents(r), 3)
-    )
+    let mut parts = vec![format!("cpu={}", r.cores.len())];
+    if r.mem_bytes > 0 {
+        parts.push(format!("mem={}", crate::units::format_size(r.mem_bytes)));
+    }
+    parts.push("node=1".into());
+    if !r.leaves.is_empty() {
+        parts.push(format!("gres/leaf={}", decimal(usage::leaves(r), 3)));
+        parts.push(format!(
+            "gres/gpu={}",
+            decimal(usage::gpu_equivalents(r), 3)
+        ));
+        parts.push(format!(
+            "gres/gpumem={}",
+            crate::units::format_size(usage::memory_bytes(r) as u64)
+        ));
+    }
+    parts.join(",")
 }
 
 macro_rules! field {
@@ -176,7 +218,13 @@ pub static FIELDS: &[Field] = &[
         .request
         .gpus
         .map_or_else(String::new, |g| g.to_string())),
-    field!("ReqMem", 8, "GPU memory requested", |r, _| r
+    field!(
+        "ReqMem",
+        8,
+        "host memory requested (what it was given once it started)",
+        |r, _| req_mem(r).map_or_else(String::new, crate::units::format_size)
+    ),
+    field!("ReqGPUMem", 9, "GPU memory requested", |r, _| r
         .request
         .mem_bytes
         .map_or_else(String::new, crate::units::format_size)),
