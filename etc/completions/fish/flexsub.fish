@@ -3,10 +3,13 @@ complete -c flexsub -s t -l time -d 'Time limit: M, M:S, H:M:S, D-H, D-H:M, D-H:
 complete -c flexsub -s o -l output -d 'stdout file; %j job id, %x job name, %u user, %A array job id, %a array task index, %% a percent sign' -r
 complete -c flexsub -s e -l error -d 'stderr file (default: with stdout)' -r
 complete -c flexsub -s D -l chdir -d 'Working directory of the job (default: the current one)' -r
-complete -c flexsub -s c -l cpus-per-task -d 'CPU cores per task: with -n, N x ntasks cores spread over the leaves; without, N per leaf (default: flexd\'s default_cpus_per_leaf)' -r
+complete -c flexsub -s c -l cpus-per-task -d 'CPU cores per task, as in Slurm: the job gets N x ntasks cores (at least flexd\'s default_cpus_per_leaf per leaf)' -r
 complete -c flexsub -l gres -d 'N leaves, of leaf type TYPE if given (Slurm form)' -r
 complete -c flexsub -s G -l gpus -d 'GPU fraction (0.25) or count (2): on MIG, ceil(F x 7) slices\' worth of leaves' -r
-complete -c flexsub -l mem -d 'GPU memory: 512M, 16G, 1.5GiB; a bare number is megabytes, as in Slurm' -r
+complete -c flexsub -l mem -d 'Host memory (RAM) for the job, as in Slurm: 512M, 16G; a bare number is megabytes; 0 is all of the host\'s' -r
+complete -c flexsub -l mem-per-cpu -d 'Host memory per allocated core, as in Slurm' -r
+complete -c flexsub -l mem-per-gpu -d 'Host memory per allocated leaf (GPU), as in Slurm' -r
+complete -c flexsub -l gpu-mem -d 'GPU memory: as many leaves as hold 16G, 1.5GiB; a bare number is megabytes' -r
 complete -c flexsub -s A -l account -d 'Account to charge' -r
 complete -c flexsub -l leaves -d 'Number of leaves (MIG instances, or whole GPUs without MIG)' -r
 complete -c flexsub -l leaf-type -d 'Only leaves of this MIG profile (1g.10gb)' -r
@@ -37,8 +40,6 @@ complete -c flexsub -s C -l constraint -d 'Host features the job needs (a100, h1
 complete -c flexsub -l mail-type -d 'Mail on BEGIN, END, FAIL, REQUEUE, ALL, TIME_LIMIT[_90|_80|_50], when flexd has a sendmail' -r
 complete -c flexsub -l mail-user -d 'Whom the mail goes to (default: the submitting user)' -r
 complete -c flexsub -s p -l partition -d 'Accepted and ignored: one Flex host has no partitions' -r
-complete -c flexsub -l mem-per-cpu -d 'Accepted and ignored: host memory, which Flex does not allocate' -r
-complete -c flexsub -l mem-per-gpu -d 'Accepted and ignored: host memory, which Flex does not allocate' -r
 complete -c flexsub -l mincpus -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
 complete -c flexsub -l threads-per-core -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
 complete -c flexsub -l sockets-per-node -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
@@ -47,7 +48,7 @@ complete -c flexsub -l hint -d 'Accepted and ignored: cores come from -c or --cp
 complete -c flexsub -l ntasks-per-core -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
 complete -c flexsub -l ntasks-per-socket -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
 complete -c flexsub -l ntasks-per-gpu -d 'Accepted and ignored: flexrun starts one rank per leaf' -r
-complete -c flexsub -l mem-bind -d 'Accepted and ignored: host memory, which Flex does not allocate' -r
+complete -c flexsub -l mem-bind -d 'Accepted and ignored: Flex reserves host memory per host, not per NUMA node' -r
 complete -c flexsub -l cpu-freq -d 'Accepted and ignored: Flex does not set clock frequencies' -r
 complete -c flexsub -l gpu-freq -d 'Accepted and ignored: Flex does not set clock frequencies' -r
 complete -c flexsub -l kill-on-invalid-dep -d 'Accepted and ignored: flexd.toml\'s kill_invalid_depend decides' -r
