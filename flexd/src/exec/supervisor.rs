@@ -10,14 +10,14 @@
 //!    flexd closes its stdin). This process ignores SIGCHLD, so its ended supervisors are
 //!    reaped by the kernel and never linger as zombies that look alive.
 //! 2. The supervisor starts the job in its own process group, and in its own cgroup where the
-//!    host allows ([`super::cgroup`], [`super::spawn`]). Only the job's process drops
-//!    privileges (groups, gid, uid), enters the working directory and creates its output files
-//!    as the user (O_NOFOLLOW: no writing through a planted symlink); the supervisor stays
+//!    host allows, with the job's memory, process and core limits written into it first
+//!    ([`super::cgroup`], [`super::spawn`]). Only the job's process drops privileges (groups,
+//!    gid, uid), enters the working directory and creates its output files as the user (O_NOFOLLOW: no writing through a planted symlink); the supervisor stays
 //!    privileged to write the status file. The script is passed in a memfd, so it is readable
 //!    by the job without lying on disk.
 //! 3. It waits for the job, its time limit (SIGTERM to the group, SIGKILL after the grace) or
 //!    SIGTERM from flexd (cancel: the same), then kills what is left of the group and the
-//!    cgroup, and removes the cgroup.
+//!    cgroup, reads whether the OOM killer took one of its processes, and removes the cgroup.
 //! 4. It writes the status file durably, then tells flexd (if it is up) over its socket.
 //!
 //! Everything here stays single-threaded: it forks.
