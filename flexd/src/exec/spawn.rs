@@ -184,6 +184,11 @@ pub(crate) fn spawn_job(
         ctx.child(&exec, joined);
     }
     drop(go_r);
+    // The child makes its own process group too, but only after joining its cgroups (a v1
+    // hierarchy's write waits for an RCU grace period): made here as well, the group exists
+    // before the run file names it, so whoever kills the group by that name finds it.
+    // SAFETY: setpgid on our own child, which has not executed yet.
+    unsafe { libc::setpgid(pid, pid) };
     let recorded = created(pid as u32);
     if recorded.is_ok() {
         let _ = nix::unistd::write(&go_w, b"1");
