@@ -169,9 +169,18 @@ fn host_model(
     settings: &Settings,
 ) -> Result<(Cluster, CpuMap), DaemonError> {
     let mut found = gres_plugin::probe::discover(&paths.topology, opts.force_topology)?;
-    // Jobs really run here: a simulated topology that names no RAM gets this host's.
+    // Jobs really run here: a simulated topology that names no RAM gets this host's; one that
+    // names more than this host has is scheduled as it says, and the log says so.
+    let real = gres_plugin::probe::host_memory_bytes().unwrap_or(0);
     if found.host.memory_bytes == 0 {
-        found.host.memory_bytes = gres_plugin::probe::host_memory_bytes().unwrap_or(0);
+        found.host.memory_bytes = real;
+    } else if real > 0 && found.host.memory_bytes > real {
+        tracing::warn!(
+            "the host model names {} MiB of RAM but this machine has {} MiB: jobs are given \
+             memory as the model says, and may together ask for more than there is",
+            found.host.memory_bytes >> 20,
+            real >> 20
+        );
     }
     tracing::info!(
         "host model from {}: {} GPUs, {} leaves, {} cores, {} MiB of RAM ({} MiB for jobs)",

@@ -276,8 +276,13 @@ fn value(f: Field, j: &JobView, now: u64, tz: &TimeZone) -> String {
         Field::Partition => PARTITION.into(),
         Field::Cpus => match &j.alloc {
             Some(a) => a.cores.len().to_string(),
-            None => (j.request.cores_per_leaf * leaves(j).max(1)).to_string(),
+            None => (j.request.cores_per_leaf * leaves(j))
+                .max(j.request.cpus)
+                .max(1)
+                .to_string(),
         },
+        // As squeue for a job without a GPU.
+        Field::Gres if leaves(j) == 0 && !j.request.wants_gpu() => "N/A".into(),
         Field::Gres => format!("gres/gpu:{}", leaves(j)),
         Field::StartTime if pending => time_or(j.estimated_start, tz, "N/A"),
         Field::StartTime => time_or(j.start_time, tz, "N/A"),
@@ -329,6 +334,7 @@ mod tests {
                     4
                 ],
                 cores: vec![0, 1, 2, 3, 4, 5, 6, 7],
+                mem_bytes: 0,
             }),
             reason: (state == JobState::Pending).then(|| "Resources".into()),
             estimated_start: None,

@@ -366,6 +366,7 @@ mod tests {
                 })
                 .collect(),
             cores: vec![0, 16],
+            mem_bytes: 0,
         }
     }
 

@@ -349,6 +349,7 @@ fn would_start(req: &Request) -> Response {
                 })
                 .collect(),
             cores: vec![0, 16],
+            mem_bytes: 0,
         }),
         estimated_start: Some(0),
         reason: None,

@@ -30,7 +30,7 @@ fn a_four_leaf_job_gives_each_rank_its_leaf_rank_port_and_numa_cores() {
         &d,
         &dir,
         "ddp.sh",
-        "#!/bin/sh\n#FLEX --leaves 4 -c 2 --time 5:00\n#FLEX -o ddp-%j.out\n\
+        "#!/bin/sh\n#FLEX --leaves 4 --cpus-per-gpu 2 --time 5:00\n#FLEX -o ddp-%j.out\n\
          flexrun --label sh -c 'echo $RANK $CUDA_VISIBLE_DEVICES $MASTER_PORT $FLEX_RANK_CPUS'\n",
         &[],
     );
@@ -326,8 +326,8 @@ fn malformed_scripts_are_rejected_with_line_numbers_and_nothing_is_queued() {
         ),
         (
             "l.sh",
-            "#!/bin/sh\n#FLEX --leaves=0\n",
-            "l.sh:2: #FLEX --leaves=0: invalid leaves \"0\"",
+            "#!/bin/sh\n#FLEX --leaves=two\n",
+            "l.sh:2: #FLEX --leaves=two: invalid leaves \"two\"",
         ),
         (
             "f.sh",
@@ -360,7 +360,7 @@ fn malformed_scripts_are_rejected_with_line_numbers_and_nothing_is_queued() {
     }
     // Every bad line at once, each on its own line of the error.
     let all =
-        "#!/bin/sh\n#SBATCH --time=abc\n#SBATCH -J fine\n#FLEX --leaves=0\n#SBATCH --mem=16X\n";
+        "#!/bin/sh\n#SBATCH --time=abc\n#SBATCH -J fine\n#FLEX --leaves=-1\n#SBATCH --mem=16X\n";
     std::fs::write(dir.join("all.sh"), all).unwrap();
     let out = cmd(&d, "flexsub")
         .current_dir(&dir)

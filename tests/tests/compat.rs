@@ -78,6 +78,12 @@ fn old_database_runs_in_todays_flexd(version: u32) {
         d.log()
     );
 
+    // Stored before cores and host memory were resources: its request reads with none (no
+    // memory reserved, cores per leaf as it asked), on the leaf it asked for.
+    assert_eq!((five.request.cpus, five.request.host_mem), (0, None));
+    let held = five.alloc.as_ref().expect("job 5 ran");
+    assert_eq!((held.leaves.len(), held.mem_bytes), (1, 0), "{held:?}");
+
     // New ids go on after the old ones.
     let script = d.scratch("new").join("new.sh");
     std::fs::write(&script, "#!/bin/sh\ntrue\n").expect("write a script");

@@ -198,7 +198,7 @@ fn a_per_user_limit_holds_a_burst_and_a_higher_qos_jumps_the_queue() {
     let dir = d.scratch("jobs");
     std::fs::write(
         dir.join("urgent.sh"),
-        "#!/bin/sh\n#SBATCH --qos high\nsleep 30\n",
+        "#!/bin/sh\n#SBATCH --qos high --gres=gpu:1\nsleep 30\n",
     )
     .unwrap();
     let out = b.output(&d, "flexsub", &["--parsable", "urgent.sh"]);

@@ -106,7 +106,7 @@ fn a_non_integer_fraction_above_one_is_refused() {
 fn a_memory_request_gets_the_smallest_set_of_leaves() {
     let d = Daemon::start("a100-40gb-x2.toml");
     let dir = d.scratch("mem");
-    let job = submit(&d, &dir, &["--mem", "12G"]);
+    let job = submit(&d, &dir, &["--gpu-mem", "12G"]);
     let v = d.wait_state(job, &[JobState::Running]);
     let mut profiles: Vec<String> = v
         .alloc

@@ -124,10 +124,9 @@ fn single_gpu_ddp_and_torchrun_scripts_run_unchanged() {
     let (job, warned) = submit(&d, &dir, "single_gpu.sh", &corpus("single_gpu.sh"), &[]);
     assert!(warned.contains("--partition is ignored"), "{warned}");
     let v = completed(&d, &dir, job);
-    assert_eq!(
-        (v.name.as_str(), v.request.cores_per_leaf),
-        ("finetune-bert", 4)
-    );
+    assert_eq!((v.name.as_str(), v.request.cpus), ("finetune-bert", 4));
+    // --mem=32G is host memory, held by the job.
+    assert_eq!(v.alloc.as_ref().unwrap().mem_bytes, 32 << 30);
     let r = ranks(&dir, job);
     let py = &r["none-none"];
     assert_eq!(
@@ -147,9 +146,12 @@ fn single_gpu_ddp_and_torchrun_scripts_run_unchanged() {
     std::fs::create_dir_all(dir.join("logs")).unwrap();
     let (job, _) = submit(&d, &dir, "ddp_srun.sh", &corpus("ddp_srun.sh"), &[]);
     let v = completed(&d, &dir, job);
+    assert_eq!(v.request.cpus, 8, "4 tasks of 2 cores on 4 leaves");
+    let alloc = v.alloc.as_ref().unwrap();
     assert_eq!(
-        v.request.cores_per_leaf, 2,
-        "4 tasks of 2 cores on 4 leaves"
+        (alloc.cores.len(), alloc.mem_bytes),
+        (8, 32 << 30),
+        "4G per core"
     );
     let r = ranks(&dir, job);
     let leaves = uuids(&v);
@@ -224,7 +226,9 @@ fn lightning_sweep_mail_constraint_and_gpu_model_scripts_run_unchanged() {
 
     let (job, _) = submit(&d, &dir, "constraint.sh", &corpus("constraint.sh"), &[]);
     let v = completed(&d, &dir, job);
-    assert_eq!((v.request.leaves, v.request.cores_per_leaf), (Some(2), 4));
+    // One task of 8 cores on 2 GPUs, as in Slurm: 8 cores, 4 near each leaf.
+    assert_eq!((v.request.leaves, v.request.cpus), (Some(2), 8));
+    assert_eq!(v.alloc.as_ref().unwrap().cores.len(), 8);
 
     // --gres=gpu:a100:2 names the GPU model, not a MIG profile: any two leaves of the A100s.
     let (job, _) = submit(&d, &dir, "gpu_model.sh", &corpus("gpu_model.sh"), &[]);

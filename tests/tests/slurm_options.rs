@@ -44,15 +44,19 @@ fn a_slurm_script_with_host_options_runs_with_one_warning_per_ignored_option() {
     let out = flexsub(&d, &dir, "job.sh", &script);
     assert!(out.status.success(), "{out:?}\n{}", d.log());
     let err = text(&out.stderr);
-    for opt in ["--mem-per-cpu", "--hint"] {
-        let n = err.matches(&format!("{opt} is ignored")).count();
-        assert_eq!(n, 1, "{opt}: {err}");
-    }
+    assert!(
+        !err.contains("--mem-per-cpu"),
+        "host memory is honoured: {err}"
+    );
+    assert_eq!(err.matches("--hint is ignored").count(), 1, "{err}");
     let job: u64 = text(&out.stdout).trim().parse().unwrap();
     let v = d.wait_finished(gres_plugin::JobId(job));
     assert_eq!(v.state, JobState::Completed, "{v:?}\n{}", d.log());
-    // One task of 8 cores over 4 leaves: 2 cores per leaf (Slurm's -c), not 8 per leaf.
-    assert_eq!(v.request.cores_per_leaf, 2);
+    // One task of 8 cores over 4 leaves: 2 cores per leaf (Slurm's -c), not 8 per leaf; 4G
+    // of host memory for each of the 8.
+    assert_eq!(v.request.cpus, 8);
+    let alloc = v.alloc.as_ref().unwrap();
+    assert_eq!((alloc.cores.len(), alloc.mem_bytes), (8, 32 << 30));
     let env = std::fs::read_to_string(dir.join("env.txt")).unwrap();
     assert_eq!(env.trim(), format!("{job} 4 2"));
     let comment = text(
@@ -125,7 +129,7 @@ fn begin_exclusive_and_open_mode() {
     // flexsub's clock read `now` at most a second before flexd's did.
     assert!(v.start_time.unwrap() >= v.submit_time + 2, "{v:?}");
 
-    // --exclusive: every leaf, and the host's 32 cores shared out (2 per leaf).
+    // --exclusive: the whole host, every leaf, core and byte of memory.
     let whole = submit(
         &d,
         &dir,
@@ -135,7 +139,9 @@ fn begin_exclusive_and_open_mode() {
     );
     let v = d.wait_finished(whole);
     assert_eq!(v.state, JobState::Completed, "{v:?}");
-    assert_eq!((v.request.leaves, v.request.cores_per_leaf), (Some(14), 2));
+    assert!(v.request.exclusive);
+    let alloc = v.alloc.as_ref().unwrap();
+    assert_eq!((alloc.leaves.len(), alloc.cores.len()), (14, 32));
     let leaves = std::fs::read_to_string(dir.join("whole.txt")).unwrap();
     assert_eq!(leaves.trim(), "14");
 

@@ -408,7 +408,7 @@ fn scripts_and_environments_never_reach_the_log() {
     // A pending job cancelled, a test-only and a refused submission take other paths.
     let blocker = a.submit(&d, &w, "#!/bin/sh\nsleep 300\n", &["--leaves", "14"]);
     d.wait_state(blocker, &[JobState::Running]);
-    let waiting = a.submit_output(&d, &w, &script, &[], &env);
+    let waiting = a.submit_output(&d, &w, &script, &["--leaves", "1"], &env);
     let waiting = JobId(text(&waiting.stdout).trim().parse().unwrap());
     let out = a.submit_output(&d, &w, &script, &["--test-only"], &env);
     assert!(out.status.success(), "{}", text(&out.stderr));

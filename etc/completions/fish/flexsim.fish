@@ -33,7 +33,7 @@ complete -c flexsim -n "__fish_flexsim_needs_command" -f -a "compare" -d 'Run ev
 complete -c flexsim -n "__fish_flexsim_needs_command" -f -a "sweep" -d 'Policies x models over many seeds, categories, kinds and trace shapes: one table'
 complete -c flexsim -n "__fish_flexsim_needs_command" -f -a "fairness" -d 'Replay a multi-user trace (its `user` column) in FIFO order and with flexd\'s fair share: each user\'s mean wait and slowdown, and Jain\'s index, side by side'
 complete -c flexsim -n "__fish_flexsim_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l trace -d 'Trace CSV: job_id,submit_s,leaves,duration_s,kind[,mem_gb][,time_limit_s]' -r -F
+complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l trace -d 'Trace CSV: job_id,submit_s,leaves,duration_s,kind and optional columns (mem_gb, time_limit_s, after, user, cpus, host_mem; see docs/flexsim.md)' -r -F
 complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l model -r -f -a "fm\t'Flex-MIG: one job over many fixed leaves'
 dm\t'Dynamic-MIG: one instance per job, reconfigured on demand'
 sm\t'Static-MIG: one instance per job from a fixed layout'"
@@ -44,6 +44,7 @@ complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l config -d 'Execu
 complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l window -d 'Backfill candidates behind the head; 0 for the whole queue' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l topology -d 'Topology: a file, or a shipped one (a100-40gb-x2, h100-80gb-x8)' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l hosts -d 'Copies of the topology\'s host' -r
+complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l host-mem-gib -d 'Host memory (RAM) of each host in GiB, in place of the topology\'s memory_gib; 0 for no limit. Only a trace\'s host_mem column (or ReqMem) asks for host memory' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l gantt -d 'Also write a Gantt chart of the run (SVG)' -r -F
 complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l jobs-out -d 'Also write every job\'s times (CSV)' -r -F
 complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l json -d 'Print JSON instead of a table'
@@ -66,6 +67,7 @@ complete -c flexsim -n "__fish_flexsim_using_subcommand gen" -l load -d 'Offered
 complete -c flexsim -n "__fish_flexsim_using_subcommand gen" -l duration-mix -d 'Weights of short:medium:long durations' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand gen" -l topology -d 'Topology: a file, or a shipped one (a100-40gb-x2, h100-80gb-x8)' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand gen" -l hosts -d 'Copies of the topology\'s host' -r
+complete -c flexsim -n "__fish_flexsim_using_subcommand gen" -l host-mem-gib -d 'Host memory (RAM) of each host in GiB, in place of the topology\'s memory_gib; 0 for no limit. Only a trace\'s host_mem column (or ReqMem) asks for host memory' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand gen" -s v -l verbose -d 'More log output (-v info, -vv debug); FLEX_LOG overrides'
 complete -c flexsim -n "__fish_flexsim_using_subcommand gen" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c flexsim -n "__fish_flexsim_using_subcommand compare" -l traces-per-category -r
@@ -90,6 +92,7 @@ complete -c flexsim -n "__fish_flexsim_using_subcommand compare" -l config -d 'E
 complete -c flexsim -n "__fish_flexsim_using_subcommand compare" -l window -d 'Backfill candidates behind the head; 0 for the whole queue' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand compare" -l topology -d 'Topology: a file, or a shipped one (a100-40gb-x2, h100-80gb-x8)' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand compare" -l hosts -d 'Copies of the topology\'s host' -r
+complete -c flexsim -n "__fish_flexsim_using_subcommand compare" -l host-mem-gib -d 'Host memory (RAM) of each host in GiB, in place of the topology\'s memory_gib; 0 for no limit. Only a trace\'s host_mem column (or ReqMem) asks for host memory' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand compare" -l out-dir -d 'Where the charts, compare.json, runs.csv and ratios.csv go' -r -F
 complete -c flexsim -n "__fish_flexsim_using_subcommand compare" -l json -d 'Print the comparison as JSON instead of tables'
 complete -c flexsim -n "__fish_flexsim_using_subcommand compare" -s v -l verbose -d 'More log output (-v info, -vv debug); FLEX_LOG overrides'
@@ -117,6 +120,7 @@ complete -c flexsim -n "__fish_flexsim_using_subcommand sweep" -l config -d 'Exe
 complete -c flexsim -n "__fish_flexsim_using_subcommand sweep" -l window -d 'Backfill candidates behind the head; 0 for the whole queue' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand sweep" -l topology -d 'Topology: a file, or a shipped one (a100-40gb-x2, h100-80gb-x8)' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand sweep" -l hosts -d 'Copies of the topology\'s host' -r
+complete -c flexsim -n "__fish_flexsim_using_subcommand sweep" -l host-mem-gib -d 'Host memory (RAM) of each host in GiB, in place of the topology\'s memory_gib; 0 for no limit. Only a trace\'s host_mem column (or ReqMem) asks for host memory' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand sweep" -l json -d 'Print JSON (the rows and every run) instead of the table'
 complete -c flexsim -n "__fish_flexsim_using_subcommand sweep" -s v -l verbose -d 'More log output (-v info, -vv debug); FLEX_LOG overrides'
 complete -c flexsim -n "__fish_flexsim_using_subcommand sweep" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -133,6 +137,7 @@ complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l config -d '
 complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l window -d 'Backfill candidates behind the head; 0 for the whole queue' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l topology -d 'Topology: a file, or a shipped one (a100-40gb-x2, h100-80gb-x8)' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l hosts -d 'Copies of the topology\'s host' -r
+complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l host-mem-gib -d 'Host memory (RAM) of each host in GiB, in place of the topology\'s memory_gib; 0 for no limit. Only a trace\'s host_mem column (or ReqMem) asks for host memory' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -l json -d 'Print JSON'
 complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -s v -l verbose -d 'More log output (-v info, -vv debug); FLEX_LOG overrides'
 complete -c flexsim -n "__fish_flexsim_using_subcommand fairness" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -4,6 +4,11 @@
 //! Two starting states: "full" (running jobs hold ~97% of the leaves, the steady state of a
 //! busy site) and "empty" (the pass itself places jobs until the hosts are full).
 //!
+//! Two queues: leaves alone (`pass_100k_jobs_1000_hosts`), and jobs as Slurm scripts ask
+//! (`pass_100k_cores_mem_1000_hosts`): each also asks for cores (2 to 16 per leaf's worth, as
+//! `-n`×`-c`) and host memory (`--mem` or `--mem-per-cpu`), and one in five asks for no GPU,
+//! on hosts of 2 TiB (h100-80gb-x8's `memory_gib`).
+//!
 //! `cargo bench -p flex-sched --bench sched_pass`
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
@@ -12,7 +17,7 @@ use flex_sched::{
 };
 use gres_plugin::probe::build_host;
 use gres_plugin::topology::{builtin, parse};
-use gres_plugin::{JobId, Request};
+use gres_plugin::{HostMem, JobId, Request};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
@@ -21,13 +26,23 @@ const HOSTS: usize = 1_000;
 const PENDING: u64 = 100_000;
 const SIZES: [u32; 10] = [1, 1, 1, 2, 2, 3, 4, 7, 8, 14];
 
-fn job(id: u64, rng: &mut ChaCha8Rng) -> PendingJob {
+fn job(id: u64, rng: &mut ChaCha8Rng, resources: bool) -> PendingJob {
+    let leaves = SIZES[rng.gen_range(0..SIZES.len())];
+    let mut request = Request::leaves(leaves, rng.gen_range(600..14_400));
+    if resources {
+        request.cpus = leaves * rng.gen_range(2..=16);
+        request.host_mem = Some(if rng.gen_bool(0.5) {
+            HostMem::PerNode((u64::from(leaves) * rng.gen_range(8..=64)) << 30)
+        } else {
+            HostMem::PerCpu(rng.gen_range(2..=8) << 30)
+        });
+        if rng.gen_range(0..5) == 0 {
+            request.leaves = None;
+        }
+    }
     PendingJob {
         id: JobId(id),
-        request: Request::leaves(
-            SIZES[rng.gen_range(0..SIZES.len())],
-            rng.gen_range(600..14_400),
-        ),
+        request,
         priority: 0,
         kind: JobKind::Batch,
     }
@@ -35,6 +50,7 @@ fn job(id: u64, rng: &mut ChaCha8Rng) -> PendingJob {
 
 fn world(
     full: bool,
+    resources: bool,
 ) -> (
     Cluster,
     Vec<RunningJob<flex_sched::Allocation>>,
@@ -50,7 +66,7 @@ fn world(
         let (mut used, mut misses, mut id) = (0u64, 0, 1_000_000_000u64);
         while used * 100 < total * 97 && misses < 1_000 {
             id += 1;
-            let j = job(id, &mut rng);
+            let j = job(id, &mut rng, resources);
             match c.place(&j) {
                 Some(a) => {
                     used += a.units.len() as u64;
@@ -65,18 +81,27 @@ fn world(
             }
         }
     }
-    let queue = (1..=PENDING).map(|i| job(i, &mut rng)).collect();
+    let queue = (1..=PENDING).map(|i| job(i, &mut rng, resources)).collect();
     (c, running, queue)
 }
 
 fn bench(cr: &mut Criterion) {
-    let mut g = cr.benchmark_group("pass_100k_jobs_1000_hosts");
+    for (group, resources) in [
+        ("pass_100k_jobs_1000_hosts", false),
+        ("pass_100k_cores_mem_1000_hosts", true),
+    ] {
+        bench_group(cr, group, resources);
+    }
+}
+
+fn bench_group(cr: &mut Criterion, group: &str, resources: bool) {
+    let mut g = cr.benchmark_group(group);
     g.sample_size(10);
     for (state, full) in [("full", true), ("empty", false)] {
-        let (c, running, queue) = world(full);
+        let (c, running, queue) = world(full, resources);
         let d = schedule(&c, &queue, &running, 0, &Policy::backfill(14));
         eprintln!(
-            "{state}: {} running jobs, the pass starts {} jobs",
+            "{group} {state}: {} running jobs, the pass starts {} jobs",
             running.len(),
             d.starts.len()
         );

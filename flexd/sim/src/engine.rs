@@ -13,11 +13,11 @@
 use super::exec_model::{run_time, ExecModel};
 use super::models::{ModelKind, SimModel};
 use super::queue::Queue;
-use super::trace::{IdHasher, Trace};
+use super::trace::{IdHasher, Trace, TraceJob};
 use flex_sched::{
     schedule_ordered, JobKind, Pending, PendingJob, Policy, Reason, RunningJob, Start, Time,
 };
-use gres_plugin::{JobId, Request};
+use gres_plugin::{HostMem, JobId, Request};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
@@ -469,7 +469,9 @@ impl<'a, M: SimModel> Run<'a, M> {
         for p in pending {
             if p.reason == Reason::Resources {
                 let k = (p.job.0 - 1) as usize;
-                if self.jobs[k].need <= *free.get_or_insert_with(|| self.model.free_slices()) {
+                // A CPU-only job (need 0) waits for cores or host memory, never for slices.
+                let need = self.jobs[k].need;
+                if need > 0 && need <= *free.get_or_insert_with(|| self.model.free_slices()) {
                     self.frag.push(k);
                 }
             }
@@ -491,7 +493,7 @@ impl<'a, M: SimModel> Run<'a, M> {
             out.jobs.push(JobRecord {
                 id,
                 kind: j.pending.kind,
-                leaves: j.pending.request.leaves.unwrap_or(1),
+                leaves: j.pending.request.leaves.unwrap_or(0),
                 submit_s: j.submit,
                 duration_s: j.duration_s,
                 start_s,
@@ -511,8 +513,27 @@ impl<'a, M: SimModel> Run<'a, M> {
     }
 }
 
-/// What tells a trace's jobs apart besides their ids: leaves, memory, limit and kind.
-type Shape = (u32, Option<u64>, u64, JobKind);
+/// What tells a trace's jobs apart besides their ids: leaves, GPU memory, limit, kind, cores
+/// and host memory.
+type Shape = (u32, Option<u64>, u64, JobKind, u32, Option<HostMem>);
+
+/// The core's request for a job of the trace: its leaves (none for a CPU-only job), GPU
+/// memory, cores, host memory and limit.
+pub fn request_of(t: &TraceJob) -> Request {
+    let base = if t.leaves == 0 {
+        Request::cpus(t.cpus, t.limit_s())
+    } else {
+        Request {
+            cpus: t.cpus,
+            ..Request::leaves(t.leaves, t.limit_s())
+        }
+    };
+    Request {
+        mem_bytes: t.mem_gb.map(|g| (g * 1e9).ceil() as u64),
+        host_mem: t.host_mem,
+        ..base
+    }
+}
 
 /// The trace's jobs in submission order (ties in file order) as the core's pending jobs, those
 /// the model admits; with each one's index in the trace. The others go to `not_run`.
@@ -533,15 +554,19 @@ fn admit<M: SimModel>(
         let t = &trace.jobs[i];
         let pending = PendingJob {
             id: JobId(jobs.len() as u64 + 1),
-            request: Request {
-                mem_bytes: t.mem_gb.map(|g| (g * 1e9).ceil() as u64),
-                ..Request::leaves(t.leaves, t.limit_s())
-            },
+            request: request_of(t),
             priority: 0,
             kind: t.kind,
         };
         let r = &pending.request;
-        let shape = (t.leaves, r.mem_bytes, r.time_limit_s, t.kind);
+        let shape = (
+            t.leaves,
+            r.mem_bytes,
+            r.time_limit_s,
+            t.kind,
+            t.cpus,
+            t.host_mem,
+        );
         let need = match seen
             .entry(shape)
             .or_insert_with(|| model.admit(&pending).map(|()| model.need(&pending)))

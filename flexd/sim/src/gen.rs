@@ -220,6 +220,8 @@ pub fn generate(spec: &GenSpec) -> Result<Trace, String> {
             time_limit_s: None,
             user: None,
             after: Vec::new(),
+            cpus: 0,
+            host_mem: None,
         })
         .collect();
     set_limits(spec, &mut jobs);

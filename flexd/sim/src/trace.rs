@@ -3,13 +3,22 @@
 //! Required: `job_id,submit_s,leaves,duration_s,kind` (kind = train|infer). Optional: `mem_gb`
 //! (GPU memory, 10^9 bytes), `time_limit_s` (defaults to [`user_limit`] of the duration with
 //! the middle overestimate, 1.5, on a 15-minute granularity), `after` (`:`-separated job_ids
-//! that must have ended before the job may start, flexsub's `afterany`) and `user` (who
-//! submitted it, for `flexsim fairness`). `duration_s` is the
-//! job's run time on a one-to-one MIG instance of its size. Times may have decimals; they are
-//! rounded up to whole seconds. Lines starting with `#` are comments. A bad row is rejected
-//! with its line number, the field and the value.
+//! that must have ended before the job may start, flexsub's `afterany`), `user` (who
+//! submitted it, for `flexsim fairness`), `cpus` (cores for the whole job; also read as
+//! Slurm's `ReqCPUS`, `NCPUS` or `AllocCPUS`, or Helios' `cpu_num`) and `host_mem` (host
+//! memory in Slurm's sizes, also read as sacct's `ReqMem`: [`host_mem`]). A row of 0 leaves
+//! with cores is a CPU-only job; without cores it is an error, as it always was.
+//! `duration_s` is the job's run time on a one-to-one MIG instance of its size. Times may have
+//! decimals; they are rounded up to whole seconds. Lines starting with `#` are comments. A bad
+//! row is rejected with its line number, the column (as the header names it) and the value.
+
+mod host_mem;
+
+pub use host_mem::host_mem;
 
 use flex_sched::JobKind;
+use gres_plugin::HostMem;
+use host_mem::host_mem_field;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{Read, Write};
@@ -20,7 +29,7 @@ use std::path::Path;
 pub struct TraceJob {
     pub id: u64,
     pub submit_s: u64,
-    /// Compute slices (MIG leaves) it asks for.
+    /// Compute slices (MIG leaves) it asks for; 0 for a CPU-only job.
     pub leaves: u32,
     /// Run time on a one-to-one instance of its size.
     pub duration_s: u64,
@@ -31,6 +40,10 @@ pub struct TraceJob {
     pub user: Option<String>,
     /// Jobs (by `job_id`) that must have ended before it may start.
     pub after: Vec<u64>,
+    /// Cores for the whole job at least (0: not given, one per leaf).
+    pub cpus: u32,
+    /// Host memory (None: not given, no limit).
+    pub host_mem: Option<HostMem>,
 }
 
 impl TraceJob {
@@ -76,6 +89,13 @@ pub enum TraceError {
 
 const REQUIRED: [&str; 5] = ["job_id", "submit_s", "leaves", "duration_s", "kind"];
 const OPTIONAL: [&str; 4] = ["mem_gb", "time_limit_s", "after", "user"];
+/// The names of the cores column, in order of preference: what the job asked for before what
+/// it was given (sacct's `AllocCPUS` is 0 for a job that never ran).
+const CPUS: [&str; 5] = ["cpus", "ReqCPUS", "NCPUS", "AllocCPUS", "cpu_num"];
+/// The names of the host memory column.
+const HOST_MEM: [&str; 2] = ["host_mem", "ReqMem"];
+/// More cores than any host: a guard against a column of something else.
+const MAX_CPUS: u32 = 65_536;
 /// Larger than any host: a guard against typos such as `leaves=70000`.
 const MAX_LEAVES: u32 = 4096;
 /// Ten years: a guard against times given in milliseconds.
@@ -161,6 +181,14 @@ impl Trace {
         if with_user {
             header.push("user");
         }
+        let with_cpus = self.jobs.iter().any(|j| j.cpus > 0);
+        if with_cpus {
+            header.push("cpus");
+        }
+        let with_host_mem = self.jobs.iter().any(|j| j.host_mem.is_some());
+        if with_host_mem {
+            header.push("host_mem");
+        }
         out.write_record(&header)?;
         for j in &self.jobs {
             let mut row = vec![
@@ -182,6 +210,16 @@ impl Trace {
             }
             if with_user {
                 row.push(j.user.clone().unwrap_or_default());
+            }
+            if with_cpus {
+                row.push(if j.cpus > 0 {
+                    j.cpus.to_string()
+                } else {
+                    String::new()
+                });
+            }
+            if with_host_mem {
+                row.push(j.host_mem.map(host_mem_field).unwrap_or_default());
             }
             out.write_record(&row)?;
         }
@@ -309,6 +347,10 @@ struct Columns {
     time_limit_s: Option<usize>,
     after: Option<usize>,
     user: Option<usize>,
+    /// The cores column and its name in the header.
+    cpus: Option<(usize, &'static str)>,
+    /// The host memory column and its name in the header.
+    host_mem: Option<(usize, &'static str)>,
 }
 
 impl Columns {
@@ -328,7 +370,8 @@ impl Columns {
             })?;
         }
         for h in headers.iter() {
-            if !REQUIRED.contains(&h) && !OPTIONAL.contains(&h) {
+            let known = |names: &[&str]| names.contains(&h);
+            if !known(&REQUIRED) && !known(&OPTIONAL) && !known(&CPUS) && !known(&HOST_MEM) {
                 tracing::warn!("{origin}:{line}: ignoring unknown column \"{h}\"");
             }
         }
@@ -338,6 +381,8 @@ impl Columns {
             time_limit_s: col("time_limit_s"),
             after: col("after"),
             user: col("user"),
+            cpus: CPUS.iter().find_map(|&n| col(n).map(|i| (i, n))),
+            host_mem: HOST_MEM.iter().find_map(|&n| col(n).map(|i| (i, n))),
         })
     }
 }
@@ -369,14 +414,34 @@ impl<'r> Row<'r> {
             ));
         }
         let submit_s = self.seconds("submit_s", self.field(submit_col), true)?;
-        let leaves = self.leaves(self.field(leaves_col))?;
+        let cpus = match cols.cpus {
+            None => 0,
+            Some((i, name)) => self.cpus(name, self.field(i))?,
+        };
+        let leaves = self.leaves(self.field(leaves_col), cpus, cols.cpus.map(|(_, n)| n))?;
         let duration_s = self.seconds("duration_s", self.field(duration_col), false)?;
         let kind = self.kind(self.field(kind_col))?;
         let mem_gb = match self.optional(cols.mem_gb) {
             None => None,
             Some(s) => match s.parse::<f64>() {
+                Ok(_) if leaves == 0 => {
+                    return Err(self.err("mem_gb", s, "is GPU memory for a job of 0 leaves"))
+                }
                 Ok(g) if g.is_finite() && g > 0.0 => Some(g),
                 _ => return Err(self.err("mem_gb", s, "must be a number of GB greater than 0")),
+            },
+        };
+        let host_mem = match cols.host_mem {
+            None => None,
+            Some((i, name)) => match self.field(i) {
+                "" => None,
+                s => match host_mem(s) {
+                    Ok(HostMem::PerGpu(_)) if leaves == 0 => {
+                        return Err(self.err(name, s, "is memory per GPU for a job of 0 leaves"))
+                    }
+                    Ok(m) => Some(m),
+                    Err(why) => return Err(self.err(name, s, why)),
+                },
             },
         };
         let time_limit_s = match self.optional(cols.time_limit_s) {
@@ -402,6 +467,8 @@ impl<'r> Row<'r> {
             time_limit_s,
             user,
             after,
+            cpus,
+            host_mem,
         })
     }
 
@@ -429,18 +496,38 @@ impl<'r> Row<'r> {
         seconds(value, zero_ok).map_err(|why| self.err(name, value, why))
     }
 
-    /// The `leaves` field: a whole number from 1 to [`MAX_LEAVES`].
-    fn leaves(&self, s: &str) -> Result<u32, TraceError> {
+    /// The `leaves` field: a whole number up to [`MAX_LEAVES`]; 0 only for a CPU-only job, one
+    /// with `cpus` cores from the column `cpus_col`.
+    fn leaves(&self, s: &str, cpus: u32, cpus_col: Option<&str>) -> Result<u32, TraceError> {
         let leaves: u32 = s
             .parse()
             .map_err(|_| self.err("leaves", s, "is not a whole number"))?;
-        if leaves == 0 {
-            return Err(self.err("leaves", s, "must be at least 1"));
+        match (leaves, cpus_col) {
+            (0, None) => return Err(self.err("leaves", s, "must be at least 1")),
+            (0, Some(col)) if cpus == 0 => {
+                let why = format!("must be at least 1, or {col} at least 1 for a CPU-only job");
+                return Err(self.err("leaves", s, &why));
+            }
+            _ => {}
         }
         if leaves > MAX_LEAVES {
             return Err(self.err("leaves", s, &format!("is more than {MAX_LEAVES}")));
         }
         Ok(leaves)
+    }
+
+    /// A cores field: a whole number up to [`MAX_CPUS`]; empty or 0 when not given.
+    fn cpus(&self, name: &str, s: &str) -> Result<u32, TraceError> {
+        if s.is_empty() {
+            return Ok(0);
+        }
+        let n: u32 = s
+            .parse()
+            .map_err(|_| self.err(name, s, "is not a whole number of cores"))?;
+        if n > MAX_CPUS {
+            return Err(self.err(name, s, &format!("is more than {MAX_CPUS} cores")));
+        }
+        Ok(n)
     }
 
     /// The `kind` field: train or infer.

@@ -449,7 +449,8 @@ impl State {
         j.row.exit_code = o.exit_code;
         j.row.signal = o.signal;
         j.row.reason = o.note.clone();
-        let charge = self.ledger.charge(j, o.time, self.half_life_s);
+        let host = priority::HostTotals::of(&self.cluster);
+        let charge = self.ledger.charge(j, o.time, self.half_life_s, &host);
         tracing::info!(
             "job {id}: {} (exit code {:?}, signal {:?})",
             o.state,

@@ -4,7 +4,10 @@
 //!
 //! Fair-share usage lives in a [`Ledger`]: decayed slice-seconds per user and per account,
 //! loaded from the store at start-up and charged when a job ends (the new value goes to the
-//! store with the end). Running jobs count what they have used so far at each pass, from their
+//! store with the end). A job is charged its dominant share of the host in slices
+//! ([`billed_slices`]): the SM slices it holds, or its share of the host's cores or of its
+//! memory times the host's slices, whichever is largest (Slurm's `PriorityFlags=MAX_TRES`),
+//! so a CPU-only job that holds half the cores pays as much as one that holds half the GPUs. Running jobs count what they have used so far at each pass, from their
 //! start time: no accounting scan, ever.
 
 use super::{Job, State};
@@ -36,11 +39,17 @@ impl Ledger {
     }
 
     /// Charge a finished run to its user and account; the rows to store with its end.
-    pub(crate) fn charge(&mut self, j: &Job, end: u64, half_life: u64) -> Vec<UsageRow> {
+    pub(crate) fn charge(
+        &mut self,
+        j: &Job,
+        end: u64,
+        half_life: u64,
+        host: &HostTotals,
+    ) -> Vec<UsageRow> {
         let (Some(start), Some(a)) = (j.row.start_time, j.row.alloc.as_deref()) else {
             return Vec::new();
         };
-        let amount = held_slices(a) * end.saturating_sub(start) as f64;
+        let amount = billed_slices(a, host) * end.saturating_sub(start) as f64;
         let mut rows = Vec::with_capacity(2);
         for (holder, map, name) in [
             (Holder::User, &mut self.users, &j.row.user),
@@ -66,6 +75,46 @@ pub(crate) fn held_slices(a: &StoredAlloc) -> f64 {
         .sum()
 }
 
+/// What the host has, to charge cores and memory in slices.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct HostTotals {
+    pub slices: f64,
+    pub cores: f64,
+    /// Schedulable host memory; 0 when unknown (memory is then not charged).
+    pub mem: f64,
+}
+
+impl HostTotals {
+    pub(crate) fn of(c: &flex_sched::Cluster) -> HostTotals {
+        let Some((id, h)) = c.hosts().next() else {
+            return HostTotals {
+                slices: 0.0,
+                cores: 0.0,
+                mem: 0.0,
+            };
+        };
+        HostTotals {
+            slices: h.leaves.iter().map(|l| f64::from(l.sm_slices)).sum(),
+            cores: h.cores.len() as f64,
+            mem: c.memory(id).0.unwrap_or(0) as f64,
+        }
+    }
+}
+
+/// What a job is charged per second: its dominant share of the host, in slices.
+pub(crate) fn billed_slices(a: &StoredAlloc, host: &HostTotals) -> f64 {
+    let share = |held: f64, total: f64| {
+        if total > 0.0 {
+            held / total * host.slices
+        } else {
+            0.0
+        }
+    };
+    held_slices(a)
+        .max(share(a.cores.len() as f64, host.cores))
+        .max(share(a.placement.mem_bytes as f64, host.mem))
+}
+
 /// Usage and shares as of one moment, for every user and account flexd knows of.
 pub(crate) struct Shares<'a> {
     cfg: &'a PriorityConfig,
@@ -86,6 +135,7 @@ impl<'a> Shares<'a> {
         waiting: impl Iterator<Item = (&'a str, &'a str)>,
     ) -> Shares<'a> {
         let hl = cfg.half_life_s;
+        let host = HostTotals::of(&st.cluster);
         let mut users: HashMap<&str, f64> = st
             .ledger
             .users
@@ -100,7 +150,7 @@ impl<'a> Shares<'a> {
             .collect();
         for j in st.running_jobs() {
             let so_far = match (j.row.start_time, j.row.alloc.as_deref()) {
-                (Some(s), Some(a)) => held_slices(a) * now.saturating_sub(s) as f64,
+                (Some(s), Some(a)) => billed_slices(a, &host) * now.saturating_sub(s) as f64,
                 _ => 0.0,
             };
             *users.entry(&j.row.user).or_default() += so_far;
@@ -266,4 +316,53 @@ pub(crate) fn prio_row(cfg: &PriorityConfig, f: &Factors, j: &Job) -> PrioRow {
 pub(crate) fn pending_jobs(st: &State) -> impl Iterator<Item = &Job> {
     st.jobs()
         .filter(|j| j.row.state == flex_proto::JobState::Pending)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flex_sched::{Allocation, Unit};
+    use gres_plugin::{CoreId, HostId, LeafId};
+
+    fn testbed() -> gres_plugin::HostModel {
+        let t = gres_plugin::topology::builtin("a100-40gb-x2").unwrap();
+        let mut h =
+            gres_plugin::probe::build_host(&gres_plugin::topology::parse(t, "t").unwrap()).unwrap();
+        h.memory_bytes = 32 << 30;
+        h
+    }
+
+    #[test]
+    fn a_job_is_charged_its_dominant_share_of_the_host() {
+        let h = testbed();
+        // 14 one-slice leaves, 32 cores, 32 GiB.
+        let host = HostTotals {
+            slices: 14.0,
+            cores: 32.0,
+            mem: (32u64 << 30) as f64,
+        };
+        let alloc = |leaves: u32, cores: u32, mem: u64| {
+            let a = Allocation {
+                host: HostId(0),
+                units: (0..leaves)
+                    .map(|l| Unit {
+                        leaf: LeafId(l),
+                        share: 1000,
+                    })
+                    .collect(),
+                cores: (0..cores).map(CoreId).collect(),
+                mem_bytes: mem,
+            };
+            StoredAlloc::new(&a, &h)
+        };
+        // A GPU job of one leaf and one core: its slice.
+        assert_eq!(billed_slices(&alloc(1, 1, 1 << 30), &host), 1.0);
+        // A CPU-only job of half the cores: half the host's slices.
+        assert_eq!(billed_slices(&alloc(0, 16, 1 << 30), &host), 7.0);
+        // A job that holds all the memory: all of them.
+        assert_eq!(billed_slices(&alloc(0, 1, 32 << 30), &host), 14.0);
+        // Unknown memory is not charged.
+        let no_mem = HostTotals { mem: 0.0, ..host };
+        assert_eq!(billed_slices(&alloc(0, 1, 32 << 30), &no_mem), 14.0 / 32.0);
+    }
 }

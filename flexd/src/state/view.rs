@@ -196,7 +196,8 @@ mod tests {
         }
         let mut r = Request::leaves(2, 60);
         r.mem_bytes = Some(16 << 30);
-        assert_eq!(units(&[], &r), "2,mem=16G");
+        assert_eq!(units(&[], &r), "2,gpumem=16G");
+        assert_eq!(units(&[], &Request::cpus(4, 60)), "0");
         for reason in [
             sched::Reason::Resources,
             sched::Reason::Priority,

@@ -319,6 +319,7 @@ impl StoredAlloc {
                 })
                 .collect(),
             cores: self.cores.clone(),
+            mem_bytes: self.placement.mem_bytes,
         }
     }
 }

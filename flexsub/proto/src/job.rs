@@ -350,6 +350,9 @@ pub struct AllocView {
     pub host: String,
     pub leaves: Vec<LeafView>,
     pub cores: Vec<u32>,
+    /// Host memory held, in bytes (0: none reserved).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub mem_bytes: u64,
 }
 
 /// A job as flexq shows it.

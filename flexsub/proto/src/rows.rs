@@ -295,7 +295,7 @@ pub fn thousandths(v: u32) -> String {
 }
 
 /// What a job holds, from its units' shares in thousandths (`2` leaves, `0.5gpu`), or, when it
-/// holds nothing, what it asks for (`4`, `gpu=0.5`, `mem=16G`, joined by commas).
+/// holds nothing, what it asks for (`4`, `gpu=0.5`, `gpumem=16G`, joined by commas; `0` for a CPU-only job, `all` for `--exclusive`).
 pub fn units_text(held: &[u32], asked: &ResourceRequest) -> String {
     if !held.is_empty() {
         return if held.iter().all(|&s| s >= 1000) {
@@ -303,6 +303,12 @@ pub fn units_text(held: &[u32], asked: &ResourceRequest) -> String {
         } else {
             format!("{}gpu", thousandths(held.iter().sum()))
         };
+    }
+    if asked.exclusive {
+        return "all".into();
+    }
+    if !asked.wants_gpu() {
+        return "0".into();
     }
     let mut s = String::new();
     let sep = |s: &mut String| {
@@ -319,7 +325,7 @@ pub fn units_text(held: &[u32], asked: &ResourceRequest) -> String {
     }
     if let Some(m) = asked.mem_bytes {
         sep(&mut s);
-        s.push_str("mem=");
+        s.push_str("gpumem=");
         s.push_str(&crate::text::format_size(m));
     }
     s

@@ -92,9 +92,9 @@ fn units_say_what_is_held_else_what_is_asked() {
     asked.leaves = None;
     asked.gpus = Some(0.5);
     asked.mem_bytes = Some(16 << 30);
-    assert_eq!(units_text(&[], &asked), "gpu=0.5,mem=16G");
+    assert_eq!(units_text(&[], &asked), "gpu=0.5,gpumem=16G");
     asked.gpus = None;
-    assert_eq!(units_text(&[], &asked), "mem=16G");
+    assert_eq!(units_text(&[], &asked), "gpumem=16G");
 }
 
 #[test]

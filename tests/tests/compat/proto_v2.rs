@@ -146,6 +146,7 @@ fn alloc() -> AllocView {
             ),
         ],
         cores: vec![0, 1, 2, 3, 16, 17, 18, 19],
+        mem_bytes: 0,
     }
 }
 

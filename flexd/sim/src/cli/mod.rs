@@ -59,6 +59,20 @@ struct HwArgs {
     /// Copies of the topology's host.
     #[arg(long, default_value_t = 1)]
     hosts: usize,
+    /// Host memory (RAM) of each host in GiB, in place of the topology's memory_gib; 0 for no
+    /// limit. Only a trace's host_mem column (or ReqMem) asks for host memory.
+    #[arg(long, value_name = "GIB", value_parser = parse_gib)]
+    host_mem_gib: Option<u64>,
+}
+
+/// GiB as bytes: a number of 0 or more, decimals allowed, at most 1 PiB.
+fn parse_gib(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(g) if g.is_finite() && (0.0..=1024.0 * 1024.0).contains(&g) => {
+            Ok((g * (1u64 << 30) as f64).ceil() as u64)
+        }
+        _ => Err(format!("{s:?} is not a number of GiB from 0 to 1048576")),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -146,7 +160,11 @@ fn dispatch(cmd: Command) -> Result<(), SimError> {
 }
 
 fn hardware(a: &HwArgs) -> Result<Hardware, SimError> {
-    Hardware::load(&a.topology, a.hosts).map_err(SimError::Topology)
+    let hw = Hardware::load(&a.topology, a.hosts).map_err(SimError::Topology)?;
+    Ok(match a.host_mem_gib {
+        Some(bytes) => hw.with_host_memory(bytes),
+        None => hw,
+    })
 }
 
 fn exec_model(config: &Option<PathBuf>) -> Result<ExecModel, SimError> {

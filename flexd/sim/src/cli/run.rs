@@ -24,7 +24,8 @@ pub(super) struct RunPolicyArgs {
 
 #[derive(Args, Debug)]
 pub(super) struct RunArgs {
-    /// Trace CSV: job_id,submit_s,leaves,duration_s,kind[,mem_gb][,time_limit_s].
+    /// Trace CSV: job_id,submit_s,leaves,duration_s,kind and optional columns (mem_gb,
+    /// time_limit_s, after, user, cpus, host_mem; see docs/flexsim.md).
     #[arg(long)]
     trace: PathBuf,
     #[arg(long, value_enum, default_value_t = ModelKind::Fm)]

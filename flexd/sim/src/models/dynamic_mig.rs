@@ -3,6 +3,8 @@
 //! on one GPU, at a valid start of NVIDIA's placement table (mig-profiles.md). A job larger
 //! than the paper's largest mapped size (8: one GPU's eight memory slices, run on its 7g
 //! instance) can never run here: one instance is one GPU at most, as in the paper's baseline.
+//! Cores and host memory are not modelled: a job's `cpus` and `host_mem` are ignored, and a
+//! CPU-only job can never run here.
 //!
 //! Instances outlive their jobs: an idle instance of the right profile is reused. A job goes, in
 //! order of preference, to
@@ -17,7 +19,9 @@
 //!    engine reports the reconfiguration over. A GPU running an inference job is never drained:
 //!    there the job waits.
 
-use super::{host_ranges, mem_gb_of, size_of, slice_labels, MigGpu, ModelKind, SimModel};
+use super::{
+    host_ranges, mem_gb_of, refuse_cpu_only, size_of, slice_labels, MigGpu, ModelKind, SimModel,
+};
 use flex_sched::{JobKind, Model, PendingJob};
 use gres_plugin::mig::Profile;
 use std::sync::Arc;
@@ -167,6 +171,7 @@ impl Model for DynamicMig {
 
     fn admit(&self, job: &PendingJob) -> Result<(), String> {
         job.request.validate()?;
+        refuse_cpu_only(job, "Dynamic-MIG")?;
         if (0..self.gpus.len()).any(|g| self.profile(job, g).is_some()) {
             return Ok(());
         }

@@ -5,6 +5,9 @@
 //! - `dm`, Dynamic-MIG: [`DynamicMig`], one instance per job, reconfiguring (and draining) a
 //!   GPU when the MIG placement tree blocks a fit.
 //!
+//! Only fm places a trace's cores and host memory (the core's own rules); sm and dm ignore
+//! them and refuse CPU-only jobs ([`refuse_cpu_only`]).
+//!
 //! [`SimModel`] adds what only the simulator needs: compute-slice accounting (so utilization and
 //! the lower bound compare across models), the run-time factor of a placement, and
 //! reconfigurations that the engine turns into drains.
@@ -159,9 +162,22 @@ pub fn check_mig(host: &HostModel, g: &gres_plugin::Gpu) -> Result<(), String> {
     Ok(())
 }
 
-/// Compute slices a job asks for (its leaves).
+/// Compute slices a job asks for (its leaves; 0 for a CPU-only job).
 pub(crate) fn size_of(job: &PendingJob) -> u32 {
-    job.request.leaves.unwrap_or(1)
+    job.request.leaves.unwrap_or(0)
+}
+
+/// The one-to-one baselines model MIG instances alone: they ignore a job's cores and host
+/// memory (as if every host had enough of both), and refuse a CPU-only job, which has no
+/// instance for them to place.
+pub(crate) fn refuse_cpu_only(job: &PendingJob, model: &str) -> Result<(), String> {
+    if job.request.wants_gpu() {
+        Ok(())
+    } else {
+        Err(format!(
+            "a CPU-only job: {model} models MIG instances, not cores"
+        ))
+    }
 }
 
 /// GPU memory a job asks for, in GB (10^9 bytes).
@@ -207,7 +223,8 @@ pub struct Hardware {
 
 impl Hardware {
     /// `n` hosts of a topology: a file path, or the name of a shipped topology
-    /// (`a100-40gb-x2`, `h100-80gb-x8`).
+    /// (`a100-40gb-x2`, `h100-80gb-x8`). Their host memory is the topology's `memory_gib`;
+    /// without it memory is no limit ([`Hardware::with_host_memory`] sets it).
     pub fn load(topology: &str, n: usize) -> Result<Self, String> {
         use gres_plugin::{probe, topology as topo};
         if n == 0 {
@@ -239,6 +256,17 @@ impl Hardware {
             hosts: vec![host; n],
             origin: topology.to_string(),
         })
+    }
+
+    /// Every host with `bytes` of host memory in place of what the topology says (its
+    /// `memory_gib`); 0: memory is no limit.
+    pub fn with_host_memory(mut self, bytes: u64) -> Self {
+        let mut model = (*self.hosts[0]).clone();
+        model.memory_bytes = bytes;
+        // One shared model, as `load` makes them: the core keeps one idle copy per model.
+        let model = Arc::new(model);
+        self.hosts = vec![model; self.hosts.len()];
+        self
     }
 
     /// Compute slices of every host together (every leaf of a MIG host).

@@ -1,9 +1,12 @@
 //! Static-MIG (Flex-MIG §5.1): every GPU fixed to [1g.10gb, 2g.10gb, 4g.20gb], one instance per
 //! job. A job takes the smallest instance that holds its compute slices and memory and, when
 //! every such instance is busy, a larger idle one (the paper's extra rule, after NVIDIA's MIG
-//! guidance). Jobs above 4 slices can never run here.
+//! guidance). Jobs above 4 slices can never run here. Cores and host memory are not modelled:
+//! a job's `cpus` and `host_mem` are ignored, and a CPU-only job can never run here.
 
-use super::{host_ranges, mem_gb_of, size_of, slice_labels, MigGpu, ModelKind, SimModel};
+use super::{
+    host_ranges, mem_gb_of, refuse_cpu_only, size_of, slice_labels, MigGpu, ModelKind, SimModel,
+};
 use flex_sched::{Model, PendingJob};
 use gres_plugin::mig::{layout, Profile};
 use std::sync::Arc;
@@ -65,6 +68,7 @@ impl Model for StaticMig {
 
     fn admit(&self, job: &PendingJob) -> Result<(), String> {
         job.request.validate()?;
+        refuse_cpu_only(job, "Static-MIG")?;
         if (0..self.shared.gpus.len()).any(|g| self.fits(job, g, 2)) {
             return Ok(());
         }

@@ -470,7 +470,7 @@ pub(crate) mod tests {
         assert_eq!(
             lines[1],
             "1|FAILED|3:0|1970-01-01T00:01:40|1970-01-01T01:01:40|1970-01-02T02:02:41|\
-             1-01:01:01|01:00:00|cpu=4,mem=10G,node=1,gres/leaf=2,gres/gpu=0.286|\
+             1-01:01:01|01:00:00|cpu=4,node=1,gres/leaf=2,gres/gpu=0.286,gres/gpumem=10G|\
              cpu=2,node=1,gres/leaf=2|MIG-0,MIG-1|1g.5gb,1g.5gb|0,1|0-3|h|01:00:00"
         );
         let pending = record(None, None, vec![]);
