@@ -200,21 +200,41 @@ fn host_model(
     if let Some(n) = note {
         tracing::warn!("{n}");
     }
-    match crate::exec::cgroup::probe() {
-        Ok(base) => {
-            tracing::info!("each job gets its own cgroup under {}", base.display());
-            let n = crate::exec::cgroup::sweep(&base);
+    say_cgroups();
+    let cluster = Cluster::new(vec![found.host], settings.cluster_config());
+    Ok((cluster, cpus))
+}
+
+/// Say once how jobs will be held and limited (cgroups, which controllers, or none), and
+/// remove the cgroups of jobs whose supervisor is gone.
+fn say_cgroups() {
+    use crate::exec::cgroup;
+    if nix::unistd::geteuid().is_root() {
+        if let Err(e) = cgroup::protect_from_oom() {
+            tracing::warn!("cannot keep the OOM killer off flexd (oom_score_adj): {e}");
+        }
+    }
+    match cgroup::probe() {
+        Ok(h) => {
+            if let Some(base) = h.bases().next() {
+                tracing::info!("each job gets its own cgroup under {}", base.display());
+            }
+            for (c, why) in h.missing() {
+                tracing::warn!("jobs' {} is not limited: {why}", c.name());
+            }
+            for (c, _) in h.controllers.iter().filter(|(_, p)| p.enforced()) {
+                tracing::info!("jobs' {} is limited {}", c.name(), h.describe(*c));
+            }
+            let n: usize = h.bases().map(cgroup::sweep).sum();
             if n > 0 {
                 tracing::info!("removed {n} empty cgroups of jobs whose supervisor is gone");
             }
         }
         Err(why) => tracing::warn!(
             "jobs are held by their process group only ({why}): a process that leaves it \
-             (setsid) outlives its job"
+             (setsid) outlives its job, and jobs' memory, processes and cores are not limited"
         ),
     }
-    let cluster = Cluster::new(vec![found.host], settings.cluster_config());
-    Ok((cluster, cpus))
 }
 
 /// Open the database, start its writer and bring back the jobs of the flexd before (see

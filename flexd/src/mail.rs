@@ -54,7 +54,7 @@ pub(crate) fn for_effect<'a>(
             let events = j.row.q.mail.as_ref()?.events;
             let failed = matches!(
                 end.to,
-                JobState::Failed | JobState::Timeout | JobState::NodeFail
+                JobState::Failed | JobState::Timeout | JobState::NodeFail | JobState::OutOfMemory
             );
             let flag = if end.to == JobState::Timeout && events.has(MailEvents::TIME_LIMIT) {
                 MailEvents::TIME_LIMIT

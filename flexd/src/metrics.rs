@@ -19,7 +19,7 @@ pub(crate) const PASS_BUCKETS: [f64; 14] = [
 pub(crate) struct Metrics {
     started: AtomicU64,
     /// By `JobState::ALL` index.
-    ended: [AtomicU64; 7],
+    ended: [AtomicU64; JobState::ALL.len()],
     /// Passes that took at most `PASS_BUCKETS[i]` and more than the bound before it.
     pass_buckets: [AtomicU64; PASS_BUCKETS.len()],
     pass_count: AtomicU64,
@@ -297,6 +297,7 @@ mod tests {
         m.effect(&end(JobState::Completed));
         m.effect(&end(JobState::Timeout));
         m.effect(&end(JobState::Timeout));
+        m.effect(&end(JobState::OutOfMemory));
         m.effect(&Effect::Write(Op::Barrier));
         m.sched_pass(Duration::from_micros(30));
         m.sched_pass(Duration::from_millis(3));
@@ -324,6 +325,7 @@ mod tests {
             "flex_jobs_started_total 0",
             "flex_jobs_completed_total{state=\"TIMEOUT\"} 2",
             "flex_jobs_completed_total{state=\"COMPLETED\"} 1",
+            "flex_jobs_completed_total{state=\"OUT_OF_MEMORY\"} 1",
             "flex_sched_pass_seconds_bucket{le=\"0.00005\"} 1",
             "flex_sched_pass_seconds_bucket{le=\"0.0025\"} 1",
             "flex_sched_pass_seconds_bucket{le=\"0.005\"} 2",

@@ -295,7 +295,7 @@ fn value(f: Field, j: &JobView, now: u64, tz: &TimeZone) -> String {
         Field::Reason => reason(),
         Field::Account => j.account.clone(),
         Field::SchedNodes => "(null)".into(),
-        Field::ExitCode => format!("{}:{}", j.exit_code.unwrap_or(0), j.signal.unwrap_or(0)),
+        Field::ExitCode => j.state.exit_code_text(j.exit_code, j.signal),
         // A pending job's priority as of flexd's last pass; 0 for the others, as squeue.
         Field::Priority => j.priority.to_string(),
         Field::Qos => j.qos.clone().unwrap_or_else(|| "normal".into()),

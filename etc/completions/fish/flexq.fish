@@ -1,5 +1,5 @@
 complete -c flexq -s u -l user -d 'Only these users\' jobs (comma-separated names)' -r
-complete -c flexq -s t -l states -d 'Only jobs in these states: names or squeue codes (PD,R,CD,F,CA,TO,NF), or "all"' -r
+complete -c flexq -s t -l states -d 'Only jobs in these states: names or squeue codes (PD,R,CD,F,CA,TO,NF,OOM), or "all"' -r
 complete -c flexq -s j -l jobs -d 'Only these jobs (comma-separated ids; an array\'s id names all its tasks)' -r
 complete -c flexq -s n -l name -d 'Only jobs with these names (comma-separated)' -r
 complete -c flexq -s o -l format -d 'squeue\'s format: `%[.][size]type` fields, e.g. "%.18i %.8j %.2t %.10M %R" (see docs/commands.md for the fields)' -r

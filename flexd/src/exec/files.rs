@@ -32,6 +32,10 @@ pub struct RunFile {
     /// only. Older run files have no such field.
     #[serde(default)]
     pub cgroup: Option<std::path::PathBuf>,
+    /// The job's directories on cgroup v1 hierarchies besides `cgroup` (memory, pids, cpuset
+    /// on a hybrid host). Older run files have none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cgroups_v1: Vec<std::path::PathBuf>,
     /// The supervisor's start time (clock ticks after boot, /proc/PID/stat field 22). Older
     /// run files have none.
     #[serde(default)]
@@ -421,6 +425,7 @@ mod tests {
             job_pgid: Some(me as i32),
             uid: nix::unistd::geteuid().as_raw(),
             cgroup: None,
+            cgroups_v1: Vec::new(),
             supervisor_start: start_time(me).unwrap(),
             job_start: start_time(me).unwrap(),
             boot_id: Some("not-this-boot".into()),
@@ -446,6 +451,7 @@ mod tests {
             end_time: 99,
             note: None,
             max_rss: None,
+            oom_killed: false,
         };
         let p = status_file(dir.path(), JobId(4));
         write_atomic(&p, &serde_json::to_vec(&s).unwrap(), true).unwrap();

@@ -30,6 +30,10 @@ pub(crate) struct Launch {
     pub slurm_aliases: bool,
     pub srun_in_jobs: SrunInJobs,
     pub torchrun_in_jobs: bool,
+    /// The allocation's host memory in bytes, the job's memory limit (0: none).
+    pub mem_bytes: u64,
+    /// `job_pids_max`.
+    pub pids_max: u32,
 }
 
 /// Whether a job gets flexrun's `srun`: never in front of a real Slurm's.
@@ -188,6 +192,8 @@ impl Launcher {
                     .collect()
             }),
             append: row.options.append,
+            mem_bytes: l.mem_bytes,
+            pids_max: l.pids_max,
         };
         let pid = self.start_supervisor(forker, &spec)?;
         tracing::info!("job {}: started, supervisor pid {pid}", l.job);

@@ -9,7 +9,8 @@
 //! - [`supervisor`]: the supervisor process.
 //! - [`files`]: the run and status files between them.
 //! - [`affinity`]: model cores to real CPUs.
-//! - [`cgroup`]: a cgroup v2 per job where the host allows it, so nothing the job forks escapes.
+//! - [`cgroup`]: cgroups per job where the host allows it, so nothing the job forks escapes
+//!   and it keeps to its memory, process count and cores.
 
 pub(crate) mod affinity;
 pub(crate) mod array;
@@ -58,6 +59,12 @@ pub(crate) struct LaunchSpec {
     /// `--open-mode=append`: the output files are appended to, not truncated.
     #[serde(default)]
     pub append: bool,
+    /// The job's host memory, its cgroup's memory limit; 0: no limit.
+    #[serde(default)]
+    pub mem_bytes: u64,
+    /// The most processes and threads of the job (flexd.toml's `job_pids_max`); 0: no limit.
+    #[serde(default)]
+    pub pids_max: u32,
 }
 
 fn default_umask() -> u32 {

@@ -5,7 +5,10 @@
 //! a cgroup2 hierarchy): moving a running process into a cgroup by writing `cgroup.procs` takes
 //! the kernel's cgroup write lock, which waits for an RCU grace period (10-15 ms measured on a
 //! hybrid-cgroup VM, most of a job's start), while a process created inside its cgroup takes
-//! only the read side. Elsewhere the child is forked and joins by writing `cgroup.procs`.
+//! only the read side. Elsewhere the child is forked and joins by writing `cgroup.procs`. On
+//! a hybrid host the child also joins its memory, pids and cpuset cgroups of the v1
+//! hierarchies (clone3 creates into one cgroup2 cgroup only), while it is still root and
+//! before it runs anything of the job's.
 //!
 //! Between the clone and exec the child only makes system calls (and formats a message when one
 //! fails): the supervisor is single-threaded.
@@ -181,6 +184,11 @@ pub(crate) fn spawn_job(
         ctx.child(&exec, joined);
     }
     drop(go_r);
+    // The child makes its own process group too, but only after joining its cgroups (a v1
+    // hierarchy's write waits for an RCU grace period): made here as well, the group exists
+    // before the run file names it, so whoever kills the group by that name finds it.
+    // SAFETY: setpgid on our own child, which has not executed yet.
+    unsafe { libc::setpgid(pid, pid) };
     let recorded = created(pid as u32);
     if recorded.is_ok() {
         let _ = nix::unistd::write(&go_w, b"1");
@@ -243,6 +251,8 @@ struct ChildSetup {
     err_w: OwnedFd,
     /// The job's cgroup.procs: joined first, while still privileged.
     cgroup_procs: Option<CString>,
+    /// The cgroup.procs of its v1 directories, joined next.
+    v1_procs: Vec<CString>,
     /// The submitter's umask, set before the output files are created.
     umask: nix::sys::stat::Mode,
     /// `--open-mode=append`: O_APPEND instead of O_TRUNC.
@@ -282,6 +292,16 @@ impl ChildSetup {
         let cgroup_procs = cg
             .map(|c| cstr(c.procs_file().as_os_str().as_bytes(), "the cgroup path"))
             .transpose()?;
+        let v1_procs = cg
+            .into_iter()
+            .flat_map(JobCgroup::other_v1)
+            .map(|d| {
+                cstr(
+                    d.join("cgroup.procs").as_os_str().as_bytes(),
+                    "the cgroup path",
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let cpus = (!spec.cpus.is_empty()).then(|| {
             let mut set = nix::sched::CpuSet::new();
             for &c in &spec.cpus {
@@ -303,6 +323,7 @@ impl ChildSetup {
             script_fd,
             err_w,
             cgroup_procs,
+            v1_procs,
             umask: nix::sys::stat::Mode::from_bits_truncate(spec.umask & 0o777),
             append: spec.append,
         };
@@ -332,6 +353,25 @@ impl ChildSetup {
     fn run(&self, joined: bool) -> std::io::Result<()> {
         if let (Some(procs), false) = (&self.cgroup_procs, joined) {
             self.join_cgroup(procs)?;
+        }
+        for procs in &self.v1_procs {
+            self.join_cgroup(procs)?;
+        }
+        if self.groups.is_some() {
+            // flexd and the supervisors keep the OOM killer off themselves (-1000), which a
+            // fork inherits: the job's processes are fair game again (and, written as root,
+            // cannot lower it back).
+            // SAFETY: a valid NUL-terminated path; the buffer is one valid byte.
+            unsafe {
+                let fd = libc::open(
+                    c"/proc/self/oom_score_adj".as_ptr(),
+                    libc::O_WRONLY | libc::O_CLOEXEC,
+                );
+                if fd >= 0 {
+                    libc::write(fd, b"0".as_ptr().cast(), 1);
+                    libc::close(fd);
+                }
+            }
         }
         // What std::process::Command does for a child: a process group of its own, stdin from
         // /dev/null, no blocked signals and SIGPIPE at its default.

@@ -10,19 +10,19 @@
 //!    flexd closes its stdin). This process ignores SIGCHLD, so its ended supervisors are
 //!    reaped by the kernel and never linger as zombies that look alive.
 //! 2. The supervisor starts the job in its own process group, and in its own cgroup where the
-//!    host allows ([`super::cgroup`], [`super::spawn`]). Only the job's process drops
-//!    privileges (groups, gid, uid), enters the working directory and creates its output files
-//!    as the user (O_NOFOLLOW: no writing through a planted symlink); the supervisor stays
+//!    host allows, with the job's memory, process and core limits written into it first
+//!    ([`super::cgroup`], [`super::spawn`]). Only the job's process drops privileges (groups,
+//!    gid, uid), enters the working directory and creates its output files as the user (O_NOFOLLOW: no writing through a planted symlink); the supervisor stays
 //!    privileged to write the status file. The script is passed in a memfd, so it is readable
 //!    by the job without lying on disk.
 //! 3. It waits for the job, its time limit (SIGTERM to the group, SIGKILL after the grace) or
 //!    SIGTERM from flexd (cancel: the same), then kills what is left of the group and the
-//!    cgroup, and removes the cgroup.
+//!    cgroup, reads whether the OOM killer took one of its processes, and removes the cgroup.
 //! 4. It writes the status file durably, then tells flexd (if it is up) over its socket.
 //!
 //! Everything here stays single-threaded: it forks.
 
-use super::cgroup::{self, JobCgroup};
+use super::cgroup::{self, Hierarchy, JobCgroup, Limits};
 use super::files::{self, write_atomic, RunFile, StatusFile};
 use super::spawn::{spawn_job, JobProcess};
 use super::LaunchSpec;
@@ -54,6 +54,10 @@ const MAX_SPEC: usize = 1 << 30;
 pub fn main(run_dir: &Path) -> i32 {
     // SAFETY: sets a disposition in this single-threaded process.
     unsafe { libc::signal(libc::SIGCHLD, libc::SIG_IGN) };
+    // flexd's own protection, inherited already; said again for a forker started otherwise.
+    if nix::unistd::geteuid().is_root() {
+        let _ = cgroup::protect_from_oom();
+    }
     // Where jobs' cgroups go, found once for every supervisor forked from here.
     let cgroups = cgroup::probe().ok();
     let mut input = std::io::stdin().lock();
@@ -67,7 +71,7 @@ pub fn main(run_dir: &Path) -> i32 {
                 return 2;
             }
         };
-        let reply: Result<u32, String> = start(&spec, run_dir, cgroups.as_deref());
+        let reply: Result<u32, String> = start(&spec, run_dir, cgroups.as_ref());
         if proto::write_frame(&mut output, &reply)
             .and_then(|()| output.flush().map_err(proto::FrameError::from))
             .is_err()
@@ -79,7 +83,7 @@ pub fn main(run_dir: &Path) -> i32 {
 
 /// Fork the supervisor of `spec`'s job: the pid in this process; the child supervises the job
 /// and exits.
-fn start(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Path>) -> Result<u32, String> {
+fn start(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Hierarchy>) -> Result<u32, String> {
     // flexd may cancel the job as soon as it knows the supervisor's pid: hold SIGTERM until
     // the supervisor's handler is in place (the fork inherits the mask).
     let term_only = nix::sys::signal::SigSet::from(Signal::SIGTERM);
@@ -185,6 +189,7 @@ fn ended(spec: &LaunchSpec, state: JobState, note: Option<String>) -> StatusFile
         end_time: now_s(),
         note,
         max_rss: None,
+        oom_killed: false,
     }
 }
 
@@ -202,6 +207,7 @@ fn write_run(
         job_pgid: Some(pgid),
         uid: spec.uid,
         cgroup: cg.map(|c| c.path.clone()),
+        cgroups_v1: cg.map_or_else(Vec::new, |c| c.other_v1().map(Path::to_path_buf).collect()),
         supervisor_start: files::start_time(std::process::id()).ok().flatten(),
         job_start: files::start_time(pgid as u32).ok().flatten(),
         boot_id: files::boot_id(),
@@ -213,7 +219,7 @@ fn write_run(
 }
 
 /// Run the job to its end.
-fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Path>) -> StatusFile {
+fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Hierarchy>) -> StatusFile {
     let term = Arc::new(AtomicBool::new(false));
     let wake = match UnixStream::pair() {
         Ok(p) => p,
@@ -238,16 +244,30 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Path>) -> Statu
     // The base found at the start, or found again when it has gone since (removed by hand).
     let me = std::process::id();
     let cg = cgroups
-        .and_then(|base| JobCgroup::create(base, spec.job, me).ok())
+        .and_then(|h| JobCgroup::create(h, spec.job, me).ok())
         .or_else(|| {
-            let base = cgroup::probe().ok()?;
-            JobCgroup::create(&base, spec.job, me).ok()
+            let h = cgroup::probe().ok()?;
+            JobCgroup::create(&h, spec.job, me).ok()
         });
     let remove_cg = |cg: Option<&JobCgroup>| {
         if let Some(c) = cg {
             c.kill_and_remove(CGROUP_DRAIN);
         }
     };
+    // A job that cannot be held to its limits does not run (as with Slurm's cgroup plugins).
+    let limits = Limits {
+        mem_bytes: spec.mem_bytes,
+        pids_max: spec.pids_max,
+        cpus: spec.cpus.clone(),
+    };
+    if let Some(Err(why)) = cg.as_ref().map(|c| c.apply(&limits)) {
+        remove_cg(cg.as_ref());
+        return ended(
+            spec,
+            JobState::Failed,
+            Some(format!("cannot limit the job: {why}")),
+        );
+    }
     if term.load(Ordering::SeqCst) {
         remove_cg(cg.as_ref());
         return ended(
@@ -272,6 +292,7 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Path>) -> Statu
     // what left the group (setsid, daemons).
     let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
     let max_rss = peak_memory(cg.as_ref());
+    let oom_killed = cg.as_ref().is_some_and(JobCgroup::oom_killed);
     remove_cg(cg.as_ref());
     let state = state.unwrap_or(if status.code() == Some(0) {
         JobState::Completed
@@ -286,15 +307,14 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Path>) -> Statu
         end_time: now_s(),
         note: None,
         max_rss,
+        oom_killed,
     }
 }
 
-/// The job's peak resident memory (flexacct's MaxRSS): its cgroup's memory.peak, else the
-/// largest of the processes this supervisor and they waited for (ru_maxrss, in KiB).
+/// The job's peak resident memory (flexacct's MaxRSS): its cgroup's peak, else the largest of
+/// the processes this supervisor and they waited for (ru_maxrss, in KiB).
 fn peak_memory(cg: Option<&JobCgroup>) -> Option<u64> {
-    let peak = cg
-        .and_then(|c| std::fs::read_to_string(c.path.join("memory.peak")).ok())
-        .and_then(|s| s.trim().parse::<u64>().ok());
+    let peak = cg.and_then(JobCgroup::peak_memory);
     peak.or_else(|| {
         let u =
             nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).ok()?;

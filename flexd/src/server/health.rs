@@ -78,7 +78,8 @@ pub(crate) fn kill_leftovers(run_dir: &std::path::Path, job: JobId) {
     }
     // What left the group is still in the job's cgroup.
     let cgroup = run.cgroup.as_deref();
-    if let Some(cg) = cgroup.and_then(crate::exec::cgroup::JobCgroup::existing) {
+    let existing = |p| crate::exec::cgroup::JobCgroup::existing(p, &run.cgroups_v1);
+    if let Some(cg) = cgroup.and_then(existing) {
         let n = cg.pids().len();
         if n > 0 {
             tracing::warn!("job {job}: killing {n} processes left in its cgroup");

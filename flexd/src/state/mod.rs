@@ -85,8 +85,11 @@ pub(crate) struct Outcome {
 
 impl From<&StatusFile> for Outcome {
     fn from(s: &StatusFile) -> Self {
+        // As Slurm: a job whose process the OOM killer took ended OUT_OF_MEMORY, whatever its
+        // script returned after; a cancel or time limit is still told as such.
+        let oom = s.oom_killed && matches!(s.state, JobState::Completed | JobState::Failed);
         Outcome {
-            state: s.state,
+            state: if oom { JobState::OutOfMemory } else { s.state },
             exit_code: s.exit_code,
             signal: s.signal,
             time: s.end_time,

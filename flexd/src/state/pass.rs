@@ -158,6 +158,8 @@ impl State {
             slurm_aliases: s.slurm_aliases,
             srun_in_jobs: s.srun_in_jobs,
             torchrun_in_jobs: s.torchrun_in_jobs,
+            mem_bytes: alloc.mem_bytes,
+            pids_max: s.job_pids_max,
         }
     }
 

@@ -261,10 +261,13 @@ pub enum JobState {
     Cancelled,
     Timeout,
     NodeFail,
+    /// Ended after the kernel killed one of its processes for reaching the job's memory
+    /// limit (its cgroup's OOM killer), as Slurm's OUT_OF_MEMORY.
+    OutOfMemory,
 }
 
 impl JobState {
-    pub const ALL: [JobState; 7] = [
+    pub const ALL: [JobState; 8] = [
         JobState::Pending,
         JobState::Running,
         JobState::Completed,
@@ -272,6 +275,7 @@ impl JobState {
         JobState::Cancelled,
         JobState::Timeout,
         JobState::NodeFail,
+        JobState::OutOfMemory,
     ];
 
     pub fn name(self) -> &'static str {
@@ -283,6 +287,7 @@ impl JobState {
             JobState::Cancelled => "CANCELLED",
             JobState::Timeout => "TIMEOUT",
             JobState::NodeFail => "NODE_FAIL",
+            JobState::OutOfMemory => "OUT_OF_MEMORY",
         }
     }
 
@@ -296,6 +301,16 @@ impl JobState {
             JobState::Cancelled => "CA",
             JobState::Timeout => "TO",
             JobState::NodeFail => "NF",
+            JobState::OutOfMemory => "OOM",
+        }
+    }
+
+    /// Slurm's `ExitCode` text, `code:signal`: 0:125 for a job ended by the OOM killer, as
+    /// sacct and scontrol show it (whatever its first process returned).
+    pub fn exit_code_text(self, code: Option<i32>, signal: Option<i32>) -> String {
+        match self {
+            JobState::OutOfMemory => "0:125".into(),
+            _ => format!("{}:{}", code.unwrap_or(0), signal.unwrap_or(0)),
         }
     }
 

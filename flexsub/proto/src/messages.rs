@@ -208,6 +208,12 @@ pub struct JobEndStatus {
     /// none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_rss: Option<u64>,
+    /// The kernel's OOM killer killed one of the job's processes for reaching its memory
+    /// limit: flexd records OUT_OF_MEMORY for a job that `state` says completed or failed.
+    /// A flag beside `state`, not a state of its own, so that older flexds read the frame
+    /// (as FAILED) and older supervisors' files read as not killed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub oom_killed: bool,
 }
 
 /// Which jobs accounting reports: those whose [eligible, end (now while not ended)] overlaps

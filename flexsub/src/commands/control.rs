@@ -156,11 +156,10 @@ pub fn show_job(j: &JobView, tz: &jiff::tz::TimeZone) -> String {
     );
     let _ = writeln!(
         o,
-        "   Requeue={} Restarts={} ExitCode={}:{}",
+        "   Requeue={} Restarts={} ExitCode={}",
         u8::from(j.requeue),
         j.restarts,
-        j.exit_code.unwrap_or(0),
-        j.signal.unwrap_or(0)
+        j.state.exit_code_text(j.exit_code, j.signal)
     );
     let _ = writeln!(
         o,

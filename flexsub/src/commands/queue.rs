@@ -22,7 +22,7 @@ pub struct Args {
         value_name = "USERS"
     )]
     pub users: Vec<String>,
-    /// Only jobs in these states: names or squeue codes (PD,R,CD,F,CA,TO,NF), or "all".
+    /// Only jobs in these states: names or squeue codes (PD,R,CD,F,CA,TO,NF,OOM), or "all".
     #[arg(
         short = 't',
         long = "states",

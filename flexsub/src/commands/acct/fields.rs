@@ -159,14 +159,12 @@ pub static FIELDS: &[Field] = &[
     field!(
         "State",
         10,
-        "PENDING RUNNING COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL",
+        "PENDING RUNNING COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY",
         |r, _| r.state.name().to_string()
     ),
-    field!("ExitCode", 8, "exit code:signal", |r, _| format!(
-        "{}:{}",
-        r.exit_code.unwrap_or(0),
-        r.signal.unwrap_or(0)
-    )),
+    field!("ExitCode", 8, "exit code:signal", |r, _| r
+        .state
+        .exit_code_text(r.exit_code, r.signal)),
     field!(
         "Restarts",
         8,
