@@ -232,7 +232,7 @@ pub(crate) struct Snapshot {
 
 impl Snapshot {
     pub(crate) fn of(st: &State) -> Snapshot {
-        let mut jobs = [0u64; 7];
+        let mut jobs = [0u64; JobState::ALL.len()];
         for j in st.jobs() {
             jobs[state_index(j.row.state)] += 1;
         }

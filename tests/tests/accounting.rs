@@ -4,10 +4,10 @@
 //! metrics endpoint in the Prometheus text format.
 
 use flex_proto::{AcctQuery, ErrorKind, JobState, Request, Response};
+use flex_tests::metrics::{http_get, parse_exposition};
 use flex_tests::{bin_dir, script_job, wait_for, Daemon};
 use gres_plugin::JobId;
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Output};
 
@@ -400,77 +400,6 @@ fn users_see_only_their_own_jobs() {
         err.contains("\"Nope\"") && err.contains("AllocLeaves"),
         "{err}"
     );
-}
-
-/// GET `path` from `addr`; returns the status code and the body.
-fn http_get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(flex_tests::WAIT)).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").expect("a response head");
-    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (code, body.to_string())
-}
-
-/// Check the text exposition format; returns each sample's value by `name{labels}`.
-fn parse_exposition(text: &str) -> BTreeMap<String, f64> {
-    let mut types: HashMap<String, String> = HashMap::new();
-    let mut helps = 0;
-    let mut samples = BTreeMap::new();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let (name, kind) = rest.split_once(' ').expect("TYPE name kind");
-            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
-            types.insert(name.to_string(), kind.to_string());
-            continue;
-        }
-        if line.starts_with("# HELP ") {
-            helps += 1;
-            continue;
-        }
-        assert!(
-            !line.starts_with('#') && !line.is_empty(),
-            "stray line {line:?}"
-        );
-        let (key, value) = line.rsplit_once(' ').expect("a sample: name{labels} value");
-        let name = key.split('{').next().unwrap();
-        assert!(
-            name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
-            "metric name {name:?}"
-        );
-        if let Some(labels) = key.strip_prefix(name) {
-            if !labels.is_empty() {
-                let inner = labels
-                    .strip_prefix('{')
-                    .and_then(|l| l.strip_suffix('}'))
-                    .unwrap_or_else(|| panic!("labels of {line:?}"));
-                for pair in inner.split("\",") {
-                    let (k, v) = pair.split_once("=\"").unwrap_or_else(|| panic!("{line:?}"));
-                    assert!(k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
-                    assert!(!v.trim_end_matches('"').contains('"'), "{line:?}");
-                }
-            }
-        }
-        let family = ["_bucket", "_sum", "_count"]
-            .iter()
-            .find_map(|s| {
-                name.strip_suffix(s)
-                    .filter(|f| types.get(*f).is_some_and(|k| k == "histogram"))
-            })
-            .unwrap_or(name);
-        assert!(
-            types.contains_key(family),
-            "{name} has no TYPE line before it"
-        );
-        let v: f64 = value
-            .parse()
-            .unwrap_or_else(|_| panic!("value of {line:?}"));
-        samples.insert(key.to_string(), v);
-    }
-    assert_eq!(helps, types.len(), "one HELP per family");
-    samples
 }
 
 #[test]

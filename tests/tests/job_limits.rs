@@ -39,7 +39,13 @@ fn limits(d: &Daemon, controller: &str) -> bool {
 
 #[test]
 fn a_job_past_its_memory_is_killed_out_of_memory_and_the_host_goes_on() {
-    let d = Daemon::start(A100);
+    // A port free now; flexd binds it a moment later.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let d = Daemon::start_with(A100, &format!("metrics_listen = \"{addr}\""));
     if !limits(&d, "memory") {
         return;
     }
@@ -84,6 +90,12 @@ fn a_job_past_its_memory_is_killed_out_of_memory_and_the_host_goes_on() {
         (!t.contains("RUNNING")).then_some(t)
     });
     assert_eq!(acct, format!("{hog}|OUT_OF_MEMORY|0:125"));
+    // The metrics count it under its own state.
+    let (code, body) = flex_tests::metrics::http_get(&addr, "/metrics");
+    assert_eq!(code, 200, "{body}");
+    let m = flex_tests::metrics::parse_exposition(&body);
+    assert_eq!(m["flex_jobs_completed_total{state=\"OUT_OF_MEMORY\"}"], 1.0);
+    assert_eq!(m["flex_jobs{state=\"OUT_OF_MEMORY\"}"], 1.0);
 
     // The other job is untouched, and flexd kept its own protection from the OOM killer
     // (which needs CAP_SYS_RESOURCE: a container's root may lack it, and flexd says so).
