@@ -195,7 +195,7 @@ mod tests {
         assert_eq!(f.jobs, [JobId(3), JobId(4)]);
         assert!(!f.include_finished);
         let f = filter(&Args::try_parse_from(["flexq", "-t", "all", "-h"]).unwrap()).unwrap();
-        assert!(f.include_finished && f.states.len() == 7);
+        assert!(f.include_finished && f.states.len() == JobState::ALL.len());
         let e = filter(&Args::try_parse_from(["flexq", "-t", "done"]).unwrap()).unwrap_err();
         assert!(e.to_string().contains("\"done\""));
         let e = filter(&Args::try_parse_from(["flexq", "-j", "x"]).unwrap()).unwrap_err();
