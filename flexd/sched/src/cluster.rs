@@ -199,30 +199,44 @@ impl Cluster {
     /// the fewest (free share when they tie, so that jobs without cores and memory place as
     /// before them). The others are checked host by host.
     fn candidates(&self, req: &Request) -> impl Iterator<Item = HostId> + '_ {
-        let (share, cores, mem) = place::lower_bounds(req);
-        let enough = Free { share, cores, mem };
-        self.index_for(share, cores, mem)
-            .filter(move |h| self.free[h.0 as usize].holds(&enough))
+        // Most jobs of a long queue fit nowhere: the host with the most free share, the last of
+        // its index, answers that before anything else is worked out.
+        let share = place::lower_bound(req);
+        let enough = match self.by_free.last() {
+            Some(&(most, _)) if most >= share => {
+                let (cores, mem) = place::cores_and_memory_bounds(req);
+                Some(Free { share, cores, mem })
+            }
+            _ => None,
+        };
+        enough
+            .map(|e| self.index_for(e.share, e.cores, e.mem))
+            .into_iter()
+            .flatten()
+            .filter(move |h| enough.is_some_and(|e| self.free[h.0 as usize].holds(&e)))
     }
 
     /// The part of one index [`Cluster::candidates`] searches.
     fn index_for(&self, share: u32, cores: u32, mem: u64) -> Candidates<'_> {
-        // Most jobs of a long queue fit nowhere: the last host of each index, the one with
-        // the most free, answers that before a search.
+        /// Few enough hosts to search without looking at the other indexes.
+        const FEW: usize = 16;
+        // The hosts with the most free cores and memory, the last of their indexes, answer
+        // for jobs that fit nowhere before a search.
+        if !(self.by_cores.last().is_some_and(|e| e.0 >= cores)
+            && self.by_mem.last().is_some_and(|e| e.0 >= mem))
+        {
+            return Candidates::Share(self.by_free[..0].iter());
+        }
         let n = self.by_free.len();
-        let from = |last: bool, point: usize| if last { point } else { n };
-        let f = from(
-            self.by_free.last().is_some_and(|&(m, _)| m >= share),
-            self.by_free.partition_point(|&(x, _)| x < share),
-        );
-        let c = from(
-            self.by_cores.last().is_some_and(|&(m, _)| m >= cores),
-            self.by_cores.partition_point(|&(x, _)| x < cores),
-        );
-        let m = from(
-            self.by_mem.last().is_some_and(|&(x, _)| x >= mem),
-            self.by_mem.partition_point(|&(x, _)| x < mem),
-        );
+        let f = self.by_free.partition_point(|&(x, _)| x < share);
+        if n - f <= FEW {
+            return Candidates::Share(self.by_free[f..].iter());
+        }
+        let c = self.by_cores.partition_point(|&(x, _)| x < cores);
+        let m = match mem {
+            0 => 0,
+            _ => self.by_mem.partition_point(|&(x, _)| x < mem),
+        };
         let fewest = (n - f).min(n - c).min(n - m);
         if n - f == fewest {
             Candidates::Share(self.by_free[f..].iter())
@@ -236,7 +250,8 @@ impl Cluster {
     /// Whether the host that `released` was on, which just got it back, may hold `req`.
     fn may_hold_after_release(&self, req: &Request, released: &Allocation) -> bool {
         // As `place`: a host with less free share than the bound cannot hold the job.
-        let (share, cores, mem) = place::lower_bounds(req);
+        let share = place::lower_bound(req);
+        let (cores, mem) = place::cores_and_memory_bounds(req);
         self.free[released.host.0 as usize].holds(&Free { share, cores, mem })
     }
 }

@@ -330,11 +330,12 @@ fn whole_ask(req: &Request, gpu_mem: u64, cfg: &ClusterConfig) -> Result<WholeAs
     }
 }
 
-/// What a host must have free at least to hold the request: share at its root, cores and
-/// bytes of host memory (`--mem=0`'s "all of it" counts as none here: it is checked per host).
-pub(crate) fn lower_bounds(req: &Request) -> (u32, u32, u64) {
+/// The cores and bytes of host memory a host must have free at least to hold the request
+/// (`--mem=0`'s "all of it" counts as none here: it is checked per host); [`lower_bound`] is
+/// the share at its root.
+pub(crate) fn cores_and_memory_bounds(req: &Request) -> (u32, u64) {
     if req.exclusive {
-        return (0, 0, 0);
+        return (0, 0);
     }
     let units = if req.wants_gpu() {
         req.leaves.unwrap_or(1).max(1)
@@ -346,7 +347,7 @@ pub(crate) fn lower_bounds(req: &Request) -> (u32, u32, u64) {
         Some(HostMem::All) | None => 0,
         Some(m) => m.bytes(cores, units, 0),
     };
-    (lower_bound(req), cores, mem)
+    (cores, mem)
 }
 
 /// Free share at a host's root below which the request cannot fit there.
