@@ -7,7 +7,8 @@
 //! Two queues: leaves alone (`pass_100k_jobs_1000_hosts`), and jobs as Slurm scripts ask
 //! (`pass_100k_cores_mem_1000_hosts`): each also asks for cores (2 to 16 per leaf's worth, as
 //! `-n`×`-c`) and host memory (`--mem` or `--mem-per-cpu`), and one in five asks for no GPU,
-//! on hosts of 2 TiB (h100-80gb-x8's `memory_gib`).
+//! on hosts of 2 TiB (h100-80gb-x8's `memory_gib`); jobs no host could hold (more cores than a
+//! host has) are left out, as flexd refuses them at submission.
 //!
 //! `cargo bench -p flex-sched --bench sched_pass`
 
@@ -81,7 +82,13 @@ fn world(
             }
         }
     }
-    let queue = (1..=PENDING).map(|i| job(i, &mut rng, resources)).collect();
+    // Only jobs flexd would accept: it refuses at submission what no host could hold (more
+    // cores than a host has, here).
+    let queue = (1..)
+        .map(|i| job(i, &mut rng, resources))
+        .filter(|j| c.admit(j).is_ok())
+        .take(PENDING as usize)
+        .collect();
     (c, running, queue)
 }
 

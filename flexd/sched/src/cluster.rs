@@ -3,6 +3,7 @@
 
 use super::alloc::Allocation;
 use super::config::ClusterConfig;
+use super::place::scratch::Scratch;
 use super::place::{self, HostState};
 use super::{Model, PendingJob};
 use gres_plugin::tree::CostTree;
@@ -16,14 +17,14 @@ pub struct Cluster {
     /// Hosts by free share at the root (thousandths), ascending, for best-fit search across
     /// hosts. A sorted vector: a pass copies the free state twice, and a copy of this is one
     /// allocation (a tree set's was one per node), and a host's move in it one memmove.
-    by_free: Vec<(u32, HostId)>,
+    by_free: Index<u32>,
     /// Hosts by free cores and by free host memory, ascending: a job searches the index that
     /// leaves it the fewest hosts (see [`Cluster::candidates`]).
-    by_cores: Vec<(u32, HostId)>,
-    by_mem: Vec<(u64, HostId)>,
+    by_cores: Index<u32>,
+    by_mem: Index<u64>,
     /// Each host's free share, cores and memory side by side, so that a search skips the
     /// hosts short of one without reading their state.
-    free: Vec<Free>,
+    free: Scratch<Free, INLINE>,
     /// One idle copy per distinct host model, for admission.
     idle: Arc<Vec<HostState>>,
     config: ClusterConfig,
@@ -50,31 +51,12 @@ impl Cluster {
             };
             hosts.push(state);
         }
-        let mut by_free: Vec<(u32, HostId)> = hosts
-            .iter()
-            .enumerate()
-            .map(|(i, h)| (h.free_root(), HostId(i as u32)))
-            .collect();
-        by_free.sort_unstable();
-        let mut by_cores: Vec<(u32, HostId)> = hosts
-            .iter()
-            .enumerate()
-            .map(|(i, h)| (h.cores_free(), HostId(i as u32)))
-            .collect();
-        by_cores.sort_unstable();
-        let mut by_mem: Vec<(u64, HostId)> = hosts
-            .iter()
-            .enumerate()
-            .map(|(i, h)| (h.memory().1, HostId(i as u32)))
-            .collect();
-        by_mem.sort_unstable();
-        let free = hosts.iter().map(Free::of).collect();
         Self {
-            free,
+            by_free: index(&hosts, HostState::free_root),
+            by_cores: index(&hosts, HostState::cores_free),
+            by_mem: index(&hosts, |h| h.memory().1),
+            free: frees(&hosts),
             hosts,
-            by_free,
-            by_cores,
-            by_mem,
             idle: Arc::new(idle),
             config,
         }
@@ -89,14 +71,8 @@ impl Cluster {
             for h in &mut self.hosts {
                 h.set_reserved_memory(config.reserved_memory);
             }
-            self.by_mem = self
-                .hosts
-                .iter()
-                .enumerate()
-                .map(|(i, h)| (h.memory().1, HostId(i as u32)))
-                .collect();
-            self.by_mem.sort_unstable();
-            self.free = self.hosts.iter().map(Free::of).collect();
+            self.by_mem = index(&self.hosts, |h| h.memory().1);
+            self.free = frees(&self.hosts);
             let mut idle = (*self.idle).clone();
             for h in &mut idle {
                 h.set_reserved_memory(config.reserved_memory);
@@ -303,6 +279,31 @@ impl Model for Cluster {
     }
 }
 
+/// Hosts kept inline in the indexes (a pass copies the free state twice; a few hosts then
+/// cost no allocation).
+const INLINE: usize = 4;
+
+/// Hosts sorted by one free quantity, ascending.
+type Index<T> = Scratch<(T, HostId), INLINE>;
+
+fn index<T: Ord + Copy + Default>(hosts: &[HostState], key: impl Fn(&HostState) -> T) -> Index<T> {
+    let mut idx = Scratch::new((T::default(), HostId(0)));
+    idx.extend(
+        hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (key(h), HostId(i as u32))),
+    );
+    idx.sort_unstable();
+    idx
+}
+
+fn frees(hosts: &[HostState]) -> Scratch<Free, INLINE> {
+    let mut f = Scratch::new(Free::default());
+    f.extend(hosts.iter().map(Free::of));
+    f
+}
+
 /// Move `host`'s entry in a sorted index from `before` to `after`.
 fn reindex<T: Ord + Copy>(index: &mut [(T, HostId)], host: HostId, before: T, after: T) {
     if before == after {
@@ -340,7 +341,7 @@ impl Iterator for Candidates<'_> {
 }
 
 /// What one host has free.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Free {
     share: u32,
     cores: u32,

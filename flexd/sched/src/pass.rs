@@ -154,26 +154,31 @@ fn start_in_order<'q, M: Model>(
             });
             continue;
         }
-        // A job no idle host could hold is set aside before its reservation is looked for:
-        // that search plays every job end forward.
-        if let Err(why) = state.admit(job) {
-            out.pending.push(Pending {
-                job: job.id,
-                reason: Reason::Unsatisfiable(why),
-                estimated_start: None,
-            });
-            continue;
-        }
         let held = |i: usize| match i.checked_sub(running.len()) {
             None => &running[i].placement,
             Some(k) => &out.starts[k].placement,
         };
-        // Fits idle hardware but maybe not even after every known job ends (the model holds
-        // something the pass was not told about): then it blocks, with no reservation.
-        return Some(Head {
-            job,
-            reservation: reserve(state, job, ends, now, held),
-        });
+        if let Some(r) = reserve(state, job, ends, now, held) {
+            return Some(Head {
+                job,
+                reservation: Some(r),
+            });
+        }
+        match state.admit(job) {
+            // Fits idle hardware but not even after every known job ends (the model holds
+            // something the pass was not told about): it blocks, with no reservation.
+            Ok(()) => {
+                return Some(Head {
+                    job,
+                    reservation: None,
+                })
+            }
+            Err(why) => out.pending.push(Pending {
+                job: job.id,
+                reason: Reason::Unsatisfiable(why),
+                estimated_start: None,
+            }),
+        }
     }
     None
 }

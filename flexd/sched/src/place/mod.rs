@@ -25,7 +25,7 @@
 //! 6. `--exclusive`: only an idle host, and all of it.
 
 mod leaves;
-mod scratch;
+pub(crate) mod scratch;
 
 use super::alloc::{Allocation, Unit};
 use super::config::ClusterConfig;
