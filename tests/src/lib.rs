@@ -569,6 +569,16 @@ pub mod metrics {
     use std::collections::{BTreeMap, HashMap};
     use std::io::{Read, Write};
 
+    /// A loopback address with a port free now, for flexd's `metrics_listen` (flexd binds it
+    /// a moment later).
+    pub fn free_address() -> String {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .to_string()
+    }
+
     /// GET `path` from `addr`; returns the status code and the body.
     pub fn http_get(addr: &str, path: &str) -> (u16, String) {
         let mut s = std::net::TcpStream::connect(addr).unwrap();

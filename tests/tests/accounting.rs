@@ -404,12 +404,7 @@ fn users_see_only_their_own_jobs() {
 
 #[test]
 fn metrics_answer_in_the_prometheus_text_format() {
-    // A port free now; flexd binds it a moment later.
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let addr = flex_tests::metrics::free_address();
     let d = Daemon::start_with(A100, &format!("metrics_listen = \"{addr}\""));
     let w = d.scratch("m");
     let mut c = d.client();

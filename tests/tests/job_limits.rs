@@ -39,12 +39,7 @@ fn limits(d: &Daemon, controller: &str) -> bool {
 
 #[test]
 fn a_job_past_its_memory_is_killed_out_of_memory_and_the_host_goes_on() {
-    // A port free now; flexd binds it a moment later.
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let addr = flex_tests::metrics::free_address();
     let d = Daemon::start_with(A100, &format!("metrics_listen = \"{addr}\""));
     if !limits(&d, "memory") {
         return;
