@@ -111,7 +111,7 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
     let lock = lock_state_dir(&paths)?;
     let fd_limit = raise_nofile();
     check_socket(&paths.socket)?;
-    let (cluster, cpus) = host_model(&paths, &opts, &settings)?;
+    let (cluster, cpus, enforced) = host_model(&paths, &opts, &settings)?;
     let (writer, _writer_thread, state) = recovered_state(&paths, &settings, cluster, cpus)?;
     let (launch_tx, launch_rx) = mpsc::channel();
     let shared = Arc::new(Shared::new(
@@ -121,6 +121,7 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
         paths.run_dir.clone(),
         paths.db.clone(),
     ));
+    let _ = shared.enforcement.set(enforced);
     shared.with_core(|_| ());
     let open_now = std::fs::read_dir("/proc/self/fd").map_or(64, |d| d.count());
     shared
@@ -161,13 +162,14 @@ fn private_dirs(settings: &Settings) -> Result<Paths, DaemonError> {
     Ok(paths)
 }
 
-/// This host as the scheduler sees it (from NVML or the topology file), and how the model's
-/// cores map to real ones; says in the log how jobs will be held (cgroups or not).
+/// This host as the scheduler sees it (from NVML or the topology file), how the model's
+/// cores map to real ones, and how jobs will be held and limited (cgroups or not, also said in
+/// the log).
 fn host_model(
     paths: &Paths,
     opts: &Options,
     settings: &Settings,
-) -> Result<(Cluster, CpuMap), DaemonError> {
+) -> Result<(Cluster, CpuMap, Vec<(String, String)>), DaemonError> {
     let mut found = gres_plugin::probe::discover(&paths.topology, opts.force_topology)?;
     // Jobs really run here: a simulated topology that names no RAM gets this host's; one that
     // names more than this host has is scheduled as it says, and the log says so.
@@ -200,14 +202,15 @@ fn host_model(
     if let Some(n) = note {
         tracing::warn!("{n}");
     }
-    say_cgroups();
+    let enforced = say_cgroups();
     let cluster = Cluster::new(vec![found.host], settings.cluster_config());
-    Ok((cluster, cpus))
+    Ok((cluster, cpus, enforced))
 }
 
 /// Say once how jobs will be held and limited (cgroups, which controllers, or none), and
-/// remove the cgroups of jobs whose supervisor is gone.
-fn say_cgroups() {
+/// remove the cgroups of jobs whose supervisor is gone; returns the same for `flexcontrol show
+/// config`, one `cgroup_CONTROLLER` line each.
+fn say_cgroups() -> Vec<(String, String)> {
     use crate::exec::cgroup;
     if nix::unistd::geteuid().is_root() {
         if let Err(e) = cgroup::protect_from_oom() {
@@ -229,11 +232,19 @@ fn say_cgroups() {
             if n > 0 {
                 tracing::info!("removed {n} empty cgroups of jobs whose supervisor is gone");
             }
+            h.controllers
+                .iter()
+                .map(|(c, _)| (format!("cgroup_{}", c.name()), h.describe(*c)))
+                .collect()
         }
-        Err(why) => tracing::warn!(
-            "jobs are held by their process group only ({why}): a process that leaves it \
-             (setsid) outlives its job, and jobs' memory, processes and cores are not limited"
-        ),
+        Err(why) => {
+            tracing::warn!(
+                "jobs are held by their process group only ({why}): a process that leaves it \
+                 (setsid) outlives its job, and jobs' memory, processes and cores are not \
+                 limited"
+            );
+            vec![("cgroups".into(), format!("none: {why}"))]
+        }
     }
 }
 

@@ -222,7 +222,7 @@ fn protocol_v2_frames_decode() {
     let mut checked_sorted = checked.clone();
     checked_sorted.sort();
     assert_eq!(files, checked_sorted);
-    assert_eq!(checked.len(), 26, "hello, 12 requests and 13 responses");
+    assert_eq!(checked.len(), 28, "hello, 13 requests and 14 responses");
 }
 
 /// Writes the frame of each v2 message that has none. Run it only when a message is added

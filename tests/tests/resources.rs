@@ -239,3 +239,40 @@ fn default_memory_per_core_comes_from_flexd_toml() {
         "{out:?}"
     );
 }
+
+#[test]
+fn show_config_gives_the_resource_keys_the_host_and_the_limits() {
+    let d = Daemon::start_with(TOPOLOGY, "job_pids_max = 500\nreserved_memory = \"6 GiB\"");
+    let out = cmd(&d, "flexcontrol")
+        .args(["show", "config"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let shown = text(&out.stdout);
+    let value = |key: &str| -> String {
+        shown
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(" = ")?;
+                (k.trim_end() == key).then(|| v.to_string())
+            })
+            .unwrap_or_else(|| panic!("no {key} in\n{shown}"))
+    };
+    assert_eq!(value("job_pids_max"), "500");
+    assert_eq!(value("default_mem_per_cpu"), "auto");
+    assert_eq!(value("reserved_memory"), (6u64 << 30).to_string());
+    assert_eq!(
+        value("host a100-testbed"),
+        "14 leaves on 2 GPUs, 32 cores, 256.0 GiB of RAM (250.0 GiB for jobs)"
+    );
+    // Each job limit says where it is enforced, or why not.
+    let limits: Vec<&str> = shown.lines().filter(|l| l.starts_with("cgroup")).collect();
+    assert!(!limits.is_empty(), "{shown}");
+    // `show job` still needs its jobs.
+    let out = cmd(&d, "flexcontrol")
+        .args(["show", "job"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("JOBID"), "{out:?}");
+}

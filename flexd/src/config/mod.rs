@@ -272,7 +272,7 @@ impl Settings {
     }
 
     /// Each key (or group of keys) and its value as [`Settings::changes`] shows it.
-    fn shown(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn shown(&self) -> Vec<(&'static str, String)> {
         let d = |d: Duration| humantime::format_duration(d).to_string();
         vec![
             ("socket", show(&self.socket)),

@@ -2,7 +2,8 @@
 //! to its handler, one file per request under [`super::handlers`], and answers nothing itself.
 
 use super::handlers::{
-    accounting, cancel, control, job_ended, leaf_map, priority, queue, submit, test_only, Peer,
+    accounting, cancel, config, control, job_ended, leaf_map, priority, queue, submit, test_only,
+    Peer,
 };
 use super::{unix_now, Shared};
 use flex_proto::{Request, Response};
@@ -32,6 +33,10 @@ pub(crate) async fn dispatch(shared: &Shared, peer: &Peer, req: Request) -> Resp
         }
         Request::Shares(q) => {
             shared.with_core(|c| priority::shares(&c.settings, &c.state, &q, now))
+        }
+        Request::Config => {
+            let enforced = shared.enforcement.get().map_or(&[][..], Vec::as_slice);
+            shared.with_core(|c| config::config(&c.settings, &c.state, enforced))
         }
     }
 }

@@ -67,6 +67,9 @@ pub(crate) struct Shared {
     /// (`max_buffered_bytes`, read at start), as permits.
     pub buffered: std::sync::Arc<tokio::sync::Semaphore>,
     pub max_buffered: usize,
+    /// What flexd enforces on jobs here (cgroup controllers), found at its start, for
+    /// `flexcontrol show config`.
+    pub enforcement: std::sync::OnceLock<Vec<(String, String)>>,
 }
 
 /// A connection's place in the budgets; given back on drop.
@@ -132,6 +135,7 @@ impl Shared {
             fd_budget: AtomicUsize::new(usize::MAX),
             buffered: std::sync::Arc::new(tokio::sync::Semaphore::new(max_buffered)),
             max_buffered,
+            enforcement: std::sync::OnceLock::new(),
         }
     }
 

@@ -71,6 +71,9 @@ pub enum Request {
     /// flexcontrol: hold, release, requeue or update jobs (answered with
     /// [`Response::Controlled`]), or show them (answered with [`Response::Queue`]).
     Control(ControlRequest),
+    /// flexd's settings and what it enforces on this host (`flexcontrol show config`);
+    /// answered with [`Response::Config`].
+    Config,
 }
 
 /// Which pending jobs flexprio shows; empty lists mean all.
@@ -383,6 +386,9 @@ pub enum Response {
     Priority(PrioReply),
     Shares(Vec<ShareRow>),
     Controlled(Vec<ControlOutcome>),
+    /// `KEY`, value pairs in the order flexd gives them: its settings, the host's resources
+    /// and, for each job limit, where it is enforced or why not.
+    Config(Vec<(String, String)>),
 }
 
 /// flexd's answer to a client's [`Hello`].

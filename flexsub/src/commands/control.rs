@@ -50,12 +50,14 @@ pub enum Cmd {
         #[arg(required = true, value_name = "KEY=VALUE")]
         changes: Vec<String>,
     },
-    /// Show jobs in full, scontrol's KEY=VALUE layout.
+    /// Show jobs in full, scontrol's KEY=VALUE layout; or flexd's configuration, the host's
+    /// resources and where job limits are enforced (`show config`).
     Show {
-        /// What to show: only `job`.
-        #[arg(value_parser = ["job"], value_name = "ENTITY")]
+        /// What to show: `job` or `config`.
+        #[arg(value_parser = ["job", "config"], value_name = "ENTITY")]
         entity: String,
-        #[arg(required = true, value_name = "JOBID", value_parser = parse_job)]
+        /// The jobs (for `job`).
+        #[arg(value_name = "JOBID", value_parser = parse_job)]
         jobs: Vec<JobRef>,
         /// Print JSON.
         #[arg(long)]
@@ -103,6 +105,12 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
             ControlAction::Update(changes(c)?),
             vec![parse_job(job).map_err(Error::Usage)?],
         ),
+        Cmd::Show { entity, .. } if entity == "config" => {
+            return show_config(a, out);
+        }
+        Cmd::Show { jobs, .. } if jobs.is_empty() => {
+            return Err(Error::Usage("show job: give at least one JOBID".into()));
+        }
         Cmd::Show { jobs, .. } => (ControlAction::Show, jobs.clone()),
     };
     let req = Request::Control(ControlRequest { action, jobs });
@@ -124,6 +132,27 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
                 page.jobs.iter().map(|j| show_job(j, &tz) + "\n").collect()
             };
             out.write_all(text.as_bytes()).map_err(w)?;
+            Ok(exit::OK)
+        }
+        other => Err(into_error(other)),
+    }
+}
+
+/// `show config`: one `KEY = VALUE` line each, as `scontrol show config` prints them (or JSON
+/// pairs with `--json`).
+fn show_config(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
+    match Client::connect("flexcontrol")?.call(&Request::Config)? {
+        Response::Config(pairs) => {
+            let text = if matches!(a.command, Cmd::Show { json: true, .. }) {
+                serde_json::to_string_pretty(&pairs).expect("protocol types serialize") + "\n"
+            } else {
+                let width = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+                pairs
+                    .iter()
+                    .map(|(k, v)| format!("{k:<width$} = {v}\n"))
+                    .collect()
+            };
+            out.write_all(text.as_bytes()).map_err(Error::output)?;
             Ok(exit::OK)
         }
         other => Err(into_error(other)),

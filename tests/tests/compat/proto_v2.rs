@@ -51,6 +51,7 @@ fn file_name(m: &Msg) -> &'static str {
             Request::Priority(_) => "request-priority.bin",
             Request::Shares(_) => "request-shares.bin",
             Request::Control(_) => "request-control.bin",
+            Request::Config => "request-config.bin",
         },
         Msg::Response(r) => match r {
             Response::Hello(flex_proto::HelloReply { .. }) => "response-hello.bin",
@@ -66,6 +67,7 @@ fn file_name(m: &Msg) -> &'static str {
             Response::Priority(_) => "response-priority.bin",
             Response::Shares(_) => "response-shares.bin",
             Response::Controlled(_) => "response-controlled.bin",
+            Response::Config(_) => "response-config.bin",
         },
     }
 }
@@ -293,6 +295,7 @@ pub fn samples() -> Vec<Msg> {
             job: JobId(41),
             status: None,
         })),
+        Msg::Request(Request::Config),
         Msg::Request(Request::Control(flex_proto::ControlRequest {
             action: flex_proto::ControlAction::Update(vec![("TimeLimit".into(), "600".into())]),
             jobs: vec![flex_proto::JobRef::parse("41_[1-3]").expect("a job reference")],
@@ -363,6 +366,13 @@ pub fn samples() -> Vec<Msg> {
             job: "41_2".into(),
             error: Some("permission denied: job 41_2 belongs to ann".into()),
         }])),
+        Msg::Response(Response::Config(vec![
+            ("default_mem_per_cpu".into(), "auto".into()),
+            (
+                "cgroup_memory".into(),
+                "on cgroup v1 below /sys/fs/cgroup/memory/flex".into(),
+            ),
+        ])),
         Msg::Response(Response::Pong),
         Msg::Response(Response::Error(ErrorReply {
             kind: ErrorKind::VersionMismatch,

@@ -5,6 +5,7 @@
 
 pub(crate) mod accounting;
 pub(crate) mod cancel;
+pub(crate) mod config;
 pub(crate) mod control;
 pub(crate) mod job_ended;
 pub(crate) mod leaf_map;

@@ -1,0 +1,39 @@
+//! Config (`flexcontrol show config`): flexd's settings, the host's resources as the scheduler
+//! counts them, and where each job limit is enforced, as `KEY`, value pairs.
+
+use crate::config::Settings;
+use crate::state::State;
+use flex_proto::Response;
+
+pub(crate) fn config(s: &Settings, st: &State, enforced: &[(String, String)]) -> Response {
+    let mut out: Vec<(String, String)> = s
+        .shown()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    for (id, h) in st.cluster.hosts() {
+        let (mem, _) = st.cluster.memory(id);
+        out.push((format!("host {}", h.hostname), host_line(h, mem)));
+    }
+    out.extend(enforced.iter().cloned());
+    Response::Config(out)
+}
+
+/// `14 leaves on 2 GPUs, 32 cores, 256.0 GiB of RAM (254.0 GiB for jobs)`.
+fn host_line(h: &gres_plugin::HostModel, schedulable: Option<u64>) -> String {
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    let mem = match schedulable {
+        Some(m) => format!(
+            "{:.1} GiB of RAM ({:.1} GiB for jobs)",
+            gib(h.memory_bytes),
+            gib(m)
+        ),
+        None => "RAM unknown (host memory is not limited)".into(),
+    };
+    format!(
+        "{} leaves on {} GPUs, {} cores, {mem}",
+        h.leaves.len(),
+        h.gpus.len(),
+        h.cores.len()
+    )
+}
