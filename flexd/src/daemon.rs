@@ -162,6 +162,9 @@ fn private_dirs(settings: &Settings) -> Result<Paths, DaemonError> {
     Ok(paths)
 }
 
+/// What flexd enforces on jobs here, as `KEY`, value pairs for `flexcontrol show config`.
+type Enforced = Vec<(String, String)>;
+
 /// This host as the scheduler sees it (from NVML or the topology file), how the model's
 /// cores map to real ones, and how jobs will be held and limited (cgroups or not, also said in
 /// the log).
@@ -169,7 +172,7 @@ fn host_model(
     paths: &Paths,
     opts: &Options,
     settings: &Settings,
-) -> Result<(Cluster, CpuMap, Vec<(String, String)>), DaemonError> {
+) -> Result<(Cluster, CpuMap, Enforced), DaemonError> {
     let mut found = gres_plugin::probe::discover(&paths.topology, opts.force_topology)?;
     // Jobs really run here: a simulated topology that names no RAM gets this host's; one that
     // names more than this host has is scheduled as it says, and the log says so.
@@ -210,7 +213,7 @@ fn host_model(
 /// Say once how jobs will be held and limited (cgroups, which controllers, or none), and
 /// remove the cgroups of jobs whose supervisor is gone; returns the same for `flexcontrol show
 /// config`, one `cgroup_CONTROLLER` line each.
-fn say_cgroups() -> Vec<(String, String)> {
+fn say_cgroups() -> Enforced {
     use crate::exec::cgroup;
     if nix::unistd::geteuid().is_root() {
         if let Err(e) = cgroup::protect_from_oom() {
