@@ -4,6 +4,7 @@
 //! variables.
 
 use crate::cpus::{format_cpu_list, parse_cpu_list};
+use crate::HostMem;
 use std::path::PathBuf;
 
 /// How ranks reach NCCL across MIG instances.
@@ -61,6 +62,8 @@ pub struct JobEnvInput<'a> {
     /// Give bash scripts a `torchrun` that runs flexrun's torchrun personality (one leaf per
     /// worker, each told it is alone on its node).
     pub torchrun: bool,
+    /// Host memory held in bytes (0: none reserved), and how the job asked for it.
+    pub mem: (u64, Option<crate::HostMem>),
 }
 
 /// The `srun` a job script gets: a bash function exported through the environment (bash reads
@@ -158,8 +161,20 @@ pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
             v.push(("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", format!("0={mib}M")));
         }
     }
+    let mib = |b: u64| b.div_ceil(1 << 20).to_string();
+    if i.mem.0 > 0 {
+        v.push(("FLEX_MEM", mib(i.mem.0)));
+    }
     if i.slurm_aliases {
         v.extend(slurm_env(i, gpus));
+        // As sbatch exports them: the spelling the job asked with, in megabytes.
+        match i.mem.1 {
+            Some(HostMem::PerNode(b)) => v.push(("SLURM_MEM_PER_NODE", mib(b))),
+            Some(HostMem::PerCpu(b)) => v.push(("SLURM_MEM_PER_CPU", mib(b))),
+            Some(HostMem::PerGpu(b)) => v.push(("SLURM_MEM_PER_GPU", mib(b))),
+            Some(HostMem::All) => v.push(("SLURM_MEM_PER_NODE", mib(i.mem.0))),
+            None => {}
+        }
     }
     if i.srun {
         v.push((SRUN_FUNCTION.0, SRUN_FUNCTION.1.to_string()));
@@ -426,10 +441,15 @@ mod tests {
             slurm_aliases: true,
             srun: true,
             torchrun: false,
+            mem: (8 << 30, Some(HostMem::PerCpu(1 << 30))),
         })
         .into_iter()
         .collect();
         assert_eq!(env["FLEX_LEAVES"], "4");
+        // The memory held, and Slurm's variable for the spelling the job asked with.
+        assert_eq!(env["FLEX_MEM"], "8192");
+        assert_eq!(env["SLURM_MEM_PER_CPU"], "1024");
+        assert!(!env.contains_key("SLURM_MEM_PER_NODE"));
         assert_eq!(env["FLEX_GPUS"], "0,1");
         assert_eq!(env["FLEX_CPUS"], "0-3,16-19");
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], "MIG-0,MIG-1,MIG-2,MIG-3");
@@ -474,6 +494,7 @@ mod tests {
             slurm_aliases: false,
             srun: false,
             torchrun: true,
+            mem: (0, None),
         })
         .into_iter()
         .collect();

@@ -276,3 +276,27 @@ fn show_config_gives_the_resource_keys_the_host_and_the_limits() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("JOBID"), "{out:?}");
 }
+
+#[test]
+fn the_job_sees_its_memory_as_sbatch_exports_it() {
+    let d = Daemon::start_with(TOPOLOGY, "default_mem_per_cpu = \"1 GiB\"");
+    let dir = d.scratch("env");
+    let script = "#!/bin/sh\necho \"$FLEX_MEM ${SLURM_MEM_PER_NODE:-} ${SLURM_MEM_PER_CPU:-}\"\n";
+    for (args, want) in [
+        (&["--mem", "3G"][..], "3072 3072 "),
+        (&["--mem-per-cpu", "512M", "-c", "4"][..], "2048  512"),
+        // flexd's default_mem_per_cpu, as Slurm's DefMemPerCPU: per core.
+        (&["-c", "2"][..], "2048  1024"),
+    ] {
+        let job = submit(
+            &d,
+            &dir,
+            "m.sh",
+            script,
+            &[args, &["-o", "m-%j.out"]].concat(),
+        );
+        assert_eq!(d.wait_finished(job).state, JobState::Completed);
+        let out = std::fs::read_to_string(dir.join(format!("m-{job}.out"))).unwrap();
+        assert_eq!(out.trim_end_matches('\n'), want, "{args:?}");
+    }
+}

@@ -32,6 +32,8 @@ pub(crate) struct Launch {
     pub torchrun_in_jobs: bool,
     /// The allocation's host memory in bytes, the job's memory limit (0: none).
     pub mem_bytes: u64,
+    /// How the job asked for it (for Slurm's `SLURM_MEM_PER_*`).
+    pub host_mem: Option<gres_plugin::HostMem>,
     /// `job_pids_max`.
     pub pids_max: u32,
 }
@@ -156,6 +158,7 @@ impl Launcher {
             slurm_aliases: l.slurm_aliases,
             srun: srun_function(l.srun_in_jobs),
             torchrun: l.torchrun_in_jobs,
+            mem: (l.mem_bytes, l.host_mem),
         }));
         env.push(("MASTER_PORT".into(), port.to_string()));
         env.extend(task_count_env(

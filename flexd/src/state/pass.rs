@@ -159,6 +159,7 @@ impl State {
             srun_in_jobs: s.srun_in_jobs,
             torchrun_in_jobs: s.torchrun_in_jobs,
             mem_bytes: alloc.mem_bytes,
+            host_mem: row.request.host_mem,
             pids_max: s.job_pids_max,
         }
     }
