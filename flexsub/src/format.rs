@@ -13,7 +13,7 @@ use flex_proto::{JobState, JobView};
 use jiff::tz::TimeZone;
 
 /// The partition every job of a Flex host is in, for scripts that print or filter on it.
-pub const PARTITION: &str = "flex";
+pub const PARTITION: &str = gres_plugin::env::PARTITION;
 
 /// squeue's default format, `-l`'s and `--start`'s.
 pub const LONG: &str = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R";

@@ -107,6 +107,9 @@ pub const PYTHON_FUNCTIONS: [(&str, &str); 2] = [
     ),
 ];
 
+/// The one partition of a Flex host, as squeue and the job's `SLURM_JOB_PARTITION` name it.
+pub const PARTITION: &str = "flex";
+
 /// The batch script's Flex variables (added to the submitter's environment).
 pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
     let uuids: Vec<&str> = i.units.iter().map(|u| u.uuid.as_str()).collect();
@@ -198,6 +201,11 @@ fn slurm_env(i: &JobEnvInput, gpus: String) -> Vec<(&'static str, String)> {
         ("SLURM_JOB_NAME", i.name.to_string()),
         ("SLURM_SUBMIT_DIR", i.submit_dir.to_string()),
         ("SLURM_JOB_NODELIST", i.host.to_string()),
+        ("SLURM_NODELIST", i.host.to_string()),
+        ("SLURMD_NODENAME", i.host.to_string()),
+        ("SLURM_SUBMIT_HOST", i.host.to_string()),
+        ("SLURM_JOB_NUM_NODES", "1".to_string()),
+        ("SLURM_JOB_PARTITION", PARTITION.to_string()),
         ("SLURM_NNODES", "1".to_string()),
         ("SLURM_NTASKS", i.units.len().max(1).to_string()),
         ("SLURM_JOB_GPUS", gpus),
@@ -454,6 +462,11 @@ mod tests {
         assert_eq!(env["FLEX_CPUS"], "0-3,16-19");
         assert_eq!(env["CUDA_VISIBLE_DEVICES"], "MIG-0,MIG-1,MIG-2,MIG-3");
         assert_eq!(env["SLURM_JOB_ID"], "42");
+        for k in ["SLURM_NODELIST", "SLURMD_NODENAME", "SLURM_SUBMIT_HOST"] {
+            assert_eq!(env[k], "gpu1", "{k}");
+        }
+        assert_eq!(env["SLURM_JOB_NUM_NODES"], "1");
+        assert_eq!(env["SLURM_JOB_PARTITION"], "flex");
         assert!(!env.contains_key("FLEX_GPU_FRACTION"));
         let plan = rank_plan(|k| env.get(k).cloned()).unwrap();
         assert_eq!(plan.cores[2], vec![16, 17]);
