@@ -27,6 +27,7 @@ complete -c flexsub -s N -l nodes -d 'Node count; Flex runs a job on one host, s
 complete -c flexsub -l export -d 'Environment to export; Flex always exports all of it, so only ALL' -r
 complete -c flexsub -s n -l ntasks -d 'Number of tasks, for -c and --gpus-per-task (flexrun still starts one rank per leaf)' -r
 complete -c flexsub -l ntasks-per-node -d 'Tasks on the one node: as --ntasks' -r
+complete -c flexsub -l tasks-per-node -d 'sbatch\'s other name for --ntasks-per-node' -r
 complete -c flexsub -l gpus-per-node -d 'GPUs on the one node: as --gpus N (TYPE: a MIG profile or the host\'s GPU model)' -r
 complete -c flexsub -l gpus-per-task -d 'GPUs per task: as --gpus N x ntasks (ntasks from -n, --ntasks-per-node, else 1)' -r
 complete -c flexsub -l cpus-per-gpu -d 'CPU cores per leaf (overrides -c)' -r

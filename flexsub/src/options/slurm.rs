@@ -64,6 +64,13 @@ pub const SLURM_OPTIONS: &[OptSpec] = &[
         "Tasks on the one node: as --ntasks",
     ),
     opt(
+        Key::NtasksPerNode,
+        "tasks-per-node",
+        None,
+        Some("N"),
+        "sbatch's other name for --ntasks-per-node",
+    ),
+    opt(
         Key::GpusPerNode,
         "gpus-per-node",
         None,
@@ -333,7 +340,8 @@ pub(super) fn apply(s: &mut Settings, spec: &OptSpec, v: &str) -> Result<Option<
             }
         }
         Key::CpusPerGpu => s.cpus_per_gpu = Some(count("cores per GPU")?),
-        Key::Comment => s.options.comment = Some(super::non_empty("comment", v)?),
+        // sbatch takes an empty comment: none.
+        Key::Comment => s.options.comment = (!v.trim().is_empty()).then(|| v.to_string()),
         Key::Begin => s.queue.begin = Some(parse_begin(v, &crate::when::local_now())?),
         Key::Exclusive => match v.trim() {
             "" => s.options.exclusive = true,

@@ -263,7 +263,13 @@ fn model_options_need_each_other() {
 fn how_the_job_runs_options() {
     let mut s = Settings::default();
     assert_eq!(set(&mut s, "comment", "sweep lr=3e-4"), Ok(None));
-    assert!(set(&mut s, "comment", " ").is_err());
+    assert_eq!(s.options.comment.as_deref(), Some("sweep lr=3e-4"));
+    // sbatch takes an empty comment: none.
+    assert_eq!(set(&mut s, "comment", ""), Ok(None));
+    assert_eq!(s.options.comment, None);
+    // --tasks-per-node is sbatch's other name for --ntasks-per-node.
+    assert_eq!(set(&mut s, "tasks-per-node", "3"), Ok(None));
+    assert_eq!(s.ntasks_per_node, Some(3));
     assert_eq!(set(&mut s, "open-mode", "append"), Ok(None));
     assert!(s.options.append);
     assert_eq!(set(&mut s, "open-mode", "Truncate"), Ok(None));
@@ -291,7 +297,7 @@ fn how_the_job_runs_options() {
     assert!(set(&mut s, "mail-type", "SOMETIMES")
         .unwrap_err()
         .contains("\"SOMETIMES\""));
-    assert_eq!(s.options.comment.as_deref(), Some("sweep lr=3e-4"));
+    assert_eq!(s.options.comment, None, "the empty comment came last");
     assert!(s.options.exclusive);
 }
 
