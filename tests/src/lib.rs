@@ -280,6 +280,9 @@ impl Daemon {
                 if meta.file_type().is_socket() {
                     if let Ok(mut c) = Client::connect(self.socket()) {
                         if matches!(c.request(&Request::Ping), Ok(Response::Pong)) {
+                            // Read again: flexd makes the socket 0666 right after binding
+                            // it, and the first look may have come in between.
+                            let meta = std::fs::metadata(self.socket()).unwrap_or(meta);
                             let mode = meta.permissions().mode() & 0o777;
                             assert_eq!(mode, 0o666, "socket mode is {mode:o}, not 666");
                             return;
