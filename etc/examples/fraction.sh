@@ -4,7 +4,7 @@
 # with CUDA MPS limits in the environment (FLEX_GPU_FRACTION, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE,
 # CUDA_MPS_PINNED_DEVICE_MEM_LIMIT), enforced when an MPS control daemon runs.
 #FLEX --job-name=quarter
-#FLEX --gpus 0.25
+#FLEX --gpu-fraction 0.25
 #FLEX --time 20m
 #FLEX --output fraction-%j.out
 echo "units: $FLEX_MIG_UUIDS (fraction: ${FLEX_GPU_FRACTION:-whole leaves})"

@@ -334,12 +334,12 @@ mod tests {
     fn flex_directives_and_later_lines_win() {
         let (s, _) = read(
             "#!/bin/sh\n#FLEX --leaves 2 --leaf-type=1g.10gb\n#SBATCH --leaves=3\n\
-             #FLEX --gpus 0.5 --placement balance-load\n#FLEX --model '/m dir' --batch-size 4 --seq-len 512 --infer\n",
+             #FLEX --gpu-fraction 0.5 --placement balance-load\n#FLEX --model '/m dir' --batch-size 4 --seq-len 512 --infer\n",
         )
         .unwrap();
         assert_eq!(s.leaves, Some(3));
         assert_eq!(s.leaf_type.as_deref(), Some("1g.10gb"));
-        assert_eq!(s.gpus, Some(0.5));
+        assert_eq!(s.gpu_fraction, Some(0.5));
         assert_eq!(s.model.as_deref(), Some(std::path::Path::new("/m dir")));
         assert_eq!(s.mode, Some(Mode::Infer));
     }
@@ -377,12 +377,12 @@ mod tests {
                 "job.sh:2: #FLEX --leaves -2: invalid leaves \"-2\"",
             ),
             (
-                "#!/bin/sh\n#FLEX --gpus=NaN\n",
-                "job.sh:2: #FLEX --gpus=NaN: invalid GPU fraction \"NaN\"",
+                "#!/bin/sh\n#FLEX --gpu-fraction=NaN\n",
+                "job.sh:2: #FLEX --gpu-fraction=NaN: invalid GPU fraction \"NaN\"",
             ),
             (
-                "#!/bin/sh\n#FLEX --gpus=-1\n",
-                "job.sh:2: #FLEX --gpus=-1: invalid GPU fraction \"-1\"",
+                "#!/bin/sh\n#FLEX --gpus=0.5\n",
+                "job.sh:2: #FLEX --gpus=0.5: invalid GPU count \"0.5\": Slurm counts whole GPUs (on MIG, leaves); a share of a GPU's compute is --gpu-fraction 0.5",
             ),
             (
                 "#!/bin/sh\n#SBATCH --mem=lots\n",

@@ -152,7 +152,7 @@ fn the_command_line_overrides_the_script() {
 fn wrap_runs_a_command_named_wrap() {
     let dir = tempfile::tempdir().unwrap();
     let d = FakeDaemon::start(dir.path(), submitted);
-    let out = flexsub(&d.path, dir.path(), &["--gpus", "0.5", "--wrap", "echo hi"]);
+    let out = flexsub(&d.path, dir.path(), &["--gpu-fraction", "0.5", "--wrap", "echo hi"]);
     assert!(out.status.success(), "{out:?}");
     let spec = only_spec(d.requests());
     assert_eq!(spec.script, "#!/bin/sh\necho hi\n");
@@ -231,8 +231,8 @@ fn bad_scripts_name_the_line_and_nothing_reaches_the_daemon() {
             "bad.sh:4: #SBATCH --time=abc: invalid time \"abc\"",
         ),
         (
-            "#!/bin/sh\n#FLEX --gpus=NaN\n",
-            "bad.sh:2: #FLEX --gpus=NaN: invalid GPU fraction \"NaN\"",
+            "#!/bin/sh\n#FLEX --gpu-fraction=NaN\n",
+            "bad.sh:2: #FLEX --gpu-fraction=NaN: invalid GPU fraction \"NaN\"",
         ),
         (
             "#!/bin/sh\n#FLEX --leaves x\n",
@@ -256,7 +256,10 @@ fn bad_scripts_name_the_line_and_nothing_reaches_the_daemon() {
     }
     let out = flexsub(&sock, dir.path(), &["--gpus", "-1", "--wrap", "true"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(text(&out.stderr).contains("--gpus -1: invalid GPU fraction \"-1\""));
+    assert!(text(&out.stderr).contains("--gpus -1: invalid GPU count \"-1\""));
+    let out = flexsub(&sock, dir.path(), &["--gpus", "0.5", "--wrap", "true"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(text(&out.stderr).contains("--gpu-fraction 0.5"));
     let out = flexsub(&sock, dir.path(), &["missing.sh"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(text(&out.stderr).contains("cannot read missing.sh"));

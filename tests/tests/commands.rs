@@ -331,8 +331,8 @@ fn malformed_scripts_are_rejected_with_line_numbers_and_nothing_is_queued() {
         ),
         (
             "f.sh",
-            "#!/bin/sh\n#FLEX --gpus NaN\n",
-            "f.sh:2: #FLEX --gpus NaN: invalid GPU fraction \"NaN\"",
+            "#!/bin/sh\n#FLEX --gpu-fraction NaN\n",
+            "f.sh:2: #FLEX --gpu-fraction NaN: invalid GPU fraction \"NaN\"",
         ),
         (
             "u.sh",

@@ -63,7 +63,7 @@ fn fractions_share_one_whole_gpu_and_the_environment_says_so() {
     let dir = d.scratch("frac");
     let jobs: Vec<JobId> = ["0.5", "0.4", "0.1"]
         .iter()
-        .map(|f| submit(&d, &dir, &["--gpus", f]))
+        .map(|f| submit(&d, &dir, &["--gpu-fraction", f]))
         .collect();
     let views: Vec<JobView> = jobs
         .iter()
@@ -79,7 +79,7 @@ fn fractions_share_one_whole_gpu_and_the_environment_says_so() {
     assert_eq!(env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "50");
     assert!(env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"].starts_with("0="));
     // the GPU is full: a fourth fraction opens another GPU
-    let fourth = submit(&d, &dir, &["--gpus", "0.2"]);
+    let fourth = submit(&d, &dir, &["--gpu-fraction", "0.2"]);
     let v = d.wait_state(fourth, &[JobState::Running]);
     assert_ne!(uuids(&v)[0].0, got[0].0);
     std::fs::write(dir.join("release"), "").unwrap();
@@ -94,7 +94,7 @@ fn a_non_integer_fraction_above_one_is_refused() {
     let dir = d.scratch("big");
     let out = cmd(&d, "flexsub")
         .current_dir(&dir)
-        .args(["--gpus", "1.5", "--wrap", "true"])
+        .args(["--gpu-fraction", "1.5", "--wrap", "true"])
         .output()
         .unwrap();
     assert!(!out.status.success());

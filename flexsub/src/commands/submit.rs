@@ -281,7 +281,7 @@ fn apply_command_line(m: &ArgMatches, s: &mut Settings) -> Result<Vec<String>, E
     // A job that asks for host memory and no GPU may have meant GPU memory.
     if let Some(v) = m.get_one::<String>("mem") {
         if s.leaves.unwrap_or(0) == 0
-            && s.gpus.is_none()
+            && s.gpu_fraction.is_none()
             && s.gpus_per_task.is_none()
             && s.mem_bytes.is_none()
             && s.model.is_none()

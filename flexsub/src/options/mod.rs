@@ -30,7 +30,8 @@ pub struct Settings {
     pub gpus_per_task: Option<u32>,
     pub leaves: Option<u32>,
     pub leaf_type: Option<String>,
-    pub gpus: Option<f64>,
+    /// `--gpu-fraction`: a share of GPU compute, in GPUs.
+    pub gpu_fraction: Option<f64>,
     /// `--gpu-mem`: GPU memory.
     pub mem_bytes: Option<u64>,
     /// `--mem`, `--mem-per-cpu`, `--mem-per-gpu`: host memory.
@@ -100,17 +101,42 @@ fn parse_gres(v: &str) -> Result<(u32, Option<String>), String> {
         ));
     }
     let rest: Vec<&str> = parts.collect();
-    // `gpu:0` is Slurm's "no GPU".
-    let count = |s: &str| match s.trim() {
-        "0" => Ok(0),
-        _ => units::parse_count("GPU count", s).map_err(|e| e.to_string()),
-    };
     match rest.as_slice() {
         [] => Ok((1, None)),
-        [n] if n.bytes().all(|b| b.is_ascii_digit() || b == b'-') => Ok((count(n)?, None)),
+        [n] if n.bytes().all(|b| b.is_ascii_digit() || b == b'-') => {
+            Ok((gpu_count(n, true)?, None))
+        }
         [t] if !t.is_empty() => Ok((1, Some(t.to_string()))),
-        [t, n] if !t.is_empty() => Ok((count(n)?, Some(t.to_string()))),
+        [t, n] if !t.is_empty() => Ok((gpu_count(n, true)?, Some(t.to_string()))),
         _ => Err(format!("invalid gres {v:?}: expected gpu[:TYPE]:N")),
+    }
+}
+
+/// A count of GPUs (leaves); 0, Slurm's "no GPU", where `zero` allows it. A number that is
+/// not whole is the one mistake Flex's own spelling explains: a share is `--gpu-fraction`.
+fn gpu_count(n: &str, zero: bool) -> Result<u32, String> {
+    if zero && n.trim() == "0" {
+        return Ok(0);
+    }
+    if n.trim().parse::<f64>().is_ok_and(|f| f.fract() != 0.0) {
+        return Err(format!(
+            "invalid GPU count {n:?}: Slurm counts whole GPUs (on MIG, leaves); \
+             a share of a GPU's compute is --gpu-fraction {}",
+            n.trim()
+        ));
+    }
+    units::parse_count("GPU count", n).map_err(|e| e.to_string())
+}
+
+/// `--gpus`, `--gpus-per-node`, `--gpus-per-task`: `[TYPE:]N` → (N, TYPE), TYPE a MIG profile
+/// or a GPU model (see `--gres`).
+fn parse_gpus(v: &str, zero: bool) -> Result<(u32, Option<String>), String> {
+    match v.rsplit_once(':') {
+        Some((t, n)) if !t.trim().is_empty() => {
+            Ok((gpu_count(n, zero)?, Some(t.trim().to_string())))
+        }
+        Some(_) => Err(format!("invalid GPU count {v:?}: expected [TYPE:]N")),
+        None => Ok((gpu_count(v, zero)?, None)),
     }
 }
 
@@ -155,13 +181,13 @@ impl Settings {
             }
             Key::Gres => {
                 let (n, t) = parse_gres(v)?;
-                // `gpu:0`: no GPU, as in Slurm.
-                self.leaves = Some(n);
-                if t.is_some() {
-                    self.leaf_type = t;
-                }
+                self.set_leaves(n, t);
             }
-            Key::Gpus => self.gpus = Some(units::parse_fraction(v).map_err(e)?),
+            Key::Gpus => {
+                let (n, t) = parse_gpus(v, true)?;
+                self.set_leaves(n, t);
+            }
+            Key::GpuFraction => self.gpu_fraction = Some(units::parse_fraction(v).map_err(e)?),
             Key::Mem | Key::MemPerCpu | Key::MemPerGpu => {
                 let n = if v.trim() == "0" {
                     0
@@ -231,6 +257,14 @@ impl Settings {
         Ok(None)
     }
 
+    /// N GPUs (leaves) of type `kind` if given; 0 is Slurm's "no GPU".
+    fn set_leaves(&mut self, n: u32, kind: Option<String>) {
+        self.leaves = Some(n);
+        if kind.is_some() {
+            self.leaf_type = kind;
+        }
+    }
+
     /// The model-memory estimate the options ask for, if any.
     pub fn estimate_input(&self) -> Result<Option<crate::estimate::EstimateInput>, String> {
         let Some(model) = &self.model else {
@@ -283,15 +317,18 @@ impl Settings {
     /// flexd replaces with its configured default (`default_time_limit`,
     /// `default_cpus_per_leaf`); so is host memory (`default_mem_per_cpu`).
     pub fn request(&self, estimated_mem: Option<u64>) -> Result<Request, String> {
-        let gpus = match self.gpus_per_task {
-            Some(g) => Some(f64::from(g) * f64::from(self.tasks().unwrap_or(1))),
-            None => self.gpus,
+        let leaves = match self.gpus_per_task {
+            Some(g) => Some(
+                g.checked_mul(self.tasks().unwrap_or(1))
+                    .ok_or("--gpus-per-task times the task count is more GPUs than any host has")?,
+            ),
+            None => self.leaves,
         };
         let r = Request {
-            // `--gres=gpu:0` or `--leaves 0`: no GPU.
-            leaves: self.leaves.filter(|&n| n > 0),
-            leaf_type: self.leaf_type.clone().filter(|_| self.leaves != Some(0)),
-            gpus,
+            // `--gres=gpu:0`, `--gpus=0` or `--leaves 0`: no GPU.
+            leaves: leaves.filter(|&n| n > 0),
+            leaf_type: self.leaf_type.clone().filter(|_| leaves != Some(0)),
+            gpus: self.gpu_fraction,
             mem_bytes: self.mem_bytes.or(estimated_mem),
             cores_per_leaf: self.cpus_per_gpu.unwrap_or(0),
             cpus: self.cpus()?,
@@ -300,9 +337,9 @@ impl Settings {
             time_limit_s: self.time_limit_s.unwrap_or(0),
             placement: self.placement,
         };
-        if self.leaves == Some(0) && r.wants_gpu() {
+        if leaves == Some(0) && r.wants_gpu() {
             return Err(
-                "--gres=gpu:0 (or --leaves 0) asks for no GPU, but a GPU fraction or GPU memory is also given"
+                "--gres=gpu:0 (or --gpus=0, --leaves 0) asks for no GPU, but a GPU fraction or GPU memory is also given"
                     .into(),
             );
         }

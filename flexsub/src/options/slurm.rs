@@ -75,14 +75,14 @@ pub const SLURM_OPTIONS: &[OptSpec] = &[
         "gpus-per-node",
         None,
         Some("[TYPE:]N"),
-        "GPUs on the one node: as --gpus N (TYPE: a MIG profile or the host's GPU model)",
+        "GPUs on the one node: as --gpus [TYPE:]N (a GPU is one leaf)",
     ),
     opt(
         Key::GpusPerTask,
         "gpus-per-task",
         None,
         Some("[TYPE:]N"),
-        "GPUs per task: as --gpus N x ntasks (ntasks from -n, --ntasks-per-node, else 1)",
+        "GPUs (leaves) per task: N x ntasks leaves (ntasks from -n, --ntasks-per-node, else 1), each task srun starts sees its own",
     ),
     opt(
         Key::CpusPerGpu,
@@ -232,7 +232,7 @@ pub const SLURM_OPTIONS: &[OptSpec] = &[
         "oversubscribe",
         Some('s'),
         None,
-        "Accepted and ignored: sharing follows the request (a --gpus fraction shares a GPU)",
+        "Accepted and ignored: sharing follows the request (a --gpu-fraction below 1 shares a GPU)",
     ),
     ignored(
         "spread-job",
@@ -322,19 +322,13 @@ pub(super) fn apply(s: &mut Settings, spec: &OptSpec, v: &str) -> Result<Option<
         }
         Key::Ntasks => s.ntasks = Some(count("task count")?),
         Key::NtasksPerNode => s.ntasks_per_node = Some(count("task count")?),
-        Key::GpusPerNode | Key::GpusPerTask => {
-            // `[TYPE:]N`: TYPE a MIG profile, or a GPU model (see `--gres`).
-            let (kind, n) = match v.rsplit_once(':') {
-                Some((t, n)) if !t.trim().is_empty() => (Some(t.trim().to_string()), n),
-                Some(_) => return Err(format!("invalid GPU count {v:?}: expected [TYPE:]N")),
-                None => (None, v),
-            };
-            let n = units::parse_count("GPU count", n).map_err(|e| e.to_string())?;
-            if spec.key == Key::GpusPerNode {
-                s.gpus = Some(f64::from(n));
-            } else {
-                s.gpus_per_task = Some(n);
-            }
+        Key::GpusPerNode => {
+            let (n, kind) = super::parse_gpus(v, true)?;
+            s.set_leaves(n, kind);
+        }
+        Key::GpusPerTask => {
+            let (n, kind) = super::parse_gpus(v, false)?;
+            s.gpus_per_task = Some(n);
             if kind.is_some() {
                 s.leaf_type = kind;
             }

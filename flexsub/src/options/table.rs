@@ -11,7 +11,10 @@ pub enum Key {
     /// `-c`: cores per task (see `Settings::request` for how tasks map to leaves).
     CpusPerTask,
     Gres,
+    /// `-G/--gpus [TYPE:]N`: N GPUs, one leaf each (Slurm's meaning on a MIG node).
     Gpus,
+    /// `--gpu-fraction F`: Flex's share of GPU compute.
+    GpuFraction,
     /// `--mem`, `--mem-per-cpu`, `--mem-per-gpu`: host memory, as in Slurm.
     Mem,
     MemPerCpu,
@@ -38,7 +41,7 @@ pub enum Key {
     /// `-n` and `--ntasks-per-node`: how many tasks, for `-c` and `--gpus-per-task`.
     Ntasks,
     NtasksPerNode,
-    /// `--gpus-per-node N`: `--gpus N` on the one node.
+    /// `--gpus-per-node [TYPE:]N`: `--gpus N` on the one node.
     GpusPerNode,
     /// `--gpus-per-task N`: N GPUs for each task.
     GpusPerTask,
@@ -159,8 +162,15 @@ pub const OPTIONS: &[OptSpec] = &[
         Key::Gpus,
         "gpus",
         Some('G'),
+        Some("[TYPE:]N"),
+        "N GPUs, as in Slurm: on MIG a GPU is one leaf (TYPE: a MIG profile or the host's GPU model)",
+    ),
+    opt(
+        Key::GpuFraction,
+        "gpu-fraction",
+        None,
         Some("F"),
-        "GPU fraction (0.25) or count (2): on MIG, ceil(F x 7) slices' worth of leaves",
+        "A share of GPU compute: 0.25 of one GPU, or 1.5 GPUs; on MIG, ceil(F x 7) slices' worth of leaves",
     ),
     opt(
         Key::Mem,

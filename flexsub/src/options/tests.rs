@@ -146,20 +146,31 @@ fn cores_follow_tasks_and_gpus_follow_nodes_and_tasks() {
     );
     let r = req(&[("cpus-per-task", "8"), ("cpus-per-gpu", "6")]);
     assert_eq!((r.cpus, r.cores_per_leaf), (8, 6));
-    let r = req(&[("gpus-per-node", "2")]);
-    assert_eq!((r.leaves, r.gpus), (None, Some(2.0)));
+    // A GPU is one leaf, in every Slurm spelling.
+    for (o, v) in [("gpus", "2"), ("gpus-per-node", "2"), ("gres", "gpu:2")] {
+        let r = req(&[(o, v)]);
+        assert_eq!((r.leaves, r.gpus), (Some(2), None), "--{o}={v}");
+    }
     let r = req(&[("gpus-per-task", "2"), ("ntasks", "3")]);
-    assert_eq!(r.gpus, Some(6.0));
-    assert_eq!(req(&[("gpus-per-task", "1")]).gpus, Some(1.0));
+    assert_eq!(r.leaves, Some(6));
+    assert_eq!(req(&[("gpus-per-task", "1")]).leaves, Some(1));
     let r = req(&[("ntasks-per-node", "4"), ("gpus-per-task", "1")]);
-    assert_eq!(r.gpus, Some(4.0));
+    assert_eq!(r.leaves, Some(4));
     let r = req(&[("gpus-per-node", "a100:2")]);
-    assert_eq!((r.gpus, r.leaf_type.as_deref()), (Some(2.0), Some("a100")));
+    assert_eq!((r.leaves, r.leaf_type.as_deref()), (Some(2), Some("a100")));
+    let r = req(&[("gpus", "1g.10gb:1")]);
+    assert_eq!((r.leaves, r.leaf_type.as_deref()), (Some(1), Some("1g.10gb")));
     let r = req(&[("ntasks", "2"), ("gpus-per-task", "1g.10gb:1")]);
     assert_eq!(
-        (r.gpus, r.leaf_type.as_deref()),
-        (Some(2.0), Some("1g.10gb"))
+        (r.leaves, r.leaf_type.as_deref()),
+        (Some(2), Some("1g.10gb"))
     );
+    // Flex's own share of GPU compute has its own spelling.
+    let r = req(&[("gpu-fraction", "0.25")]);
+    assert_eq!((r.leaves, r.gpus), (None, Some(0.25)));
+    let mut s = Settings::default();
+    let e = set(&mut s, "gpus", "0.5").unwrap_err();
+    assert!(e.contains("--gpu-fraction 0.5"), "{e}");
     let mut s = Settings::default();
     assert!(set(&mut s, "gpus-per-node", "0.5").is_err());
     assert!(set(&mut s, "gpus-per-node", ":2").is_err());
@@ -185,7 +196,12 @@ fn default_request_is_cpu_only_with_the_daemons_defaults() {
     assert!(!r.wants_gpu(), "no GPU unless asked for, as in Slurm");
     assert_eq!((r.cores_per_leaf, r.cpus, r.time_limit_s), (0, 0, 0));
     assert_eq!(r.host_mem, None);
-    for (o, v) in [("gres", "gpu:0"), ("leaves", "0"), ("gres", "gpu:1g.5gb:0")] {
+    for (o, v) in [
+        ("gres", "gpu:0"),
+        ("leaves", "0"),
+        ("gres", "gpu:1g.5gb:0"),
+        ("gpus", "0"),
+    ] {
         let mut s = Settings::default();
         set(&mut s, o, v).unwrap();
         let r = s.request(None).unwrap();
@@ -193,10 +209,10 @@ fn default_request_is_cpu_only_with_the_daemons_defaults() {
     }
     let mut s = Settings::default();
     set(&mut s, "gres", "gpu:0").unwrap();
-    set(&mut s, "gpus", "0.5").unwrap();
+    set(&mut s, "gpu-fraction", "0.5").unwrap();
     assert!(s.request(None).unwrap_err().contains("no GPU"));
     let mut s = Settings::default();
-    set(&mut s, "gpus", "0.5").unwrap();
+    set(&mut s, "gpu-fraction", "0.5").unwrap();
     let r = s.request(None).unwrap();
     assert_eq!((r.leaves, r.gpus), (None, Some(0.5)));
     let r = Settings::default().request(Some(7 << 30)).unwrap();
@@ -206,6 +222,9 @@ fn default_request_is_cpu_only_with_the_daemons_defaults() {
 #[test]
 fn values_are_checked() {
     let mut s = Settings::default();
+    assert!(set(&mut s, "gpu-fraction", "NaN")
+        .unwrap_err()
+        .contains("\"NaN\""));
     assert!(set(&mut s, "gpus", "NaN").unwrap_err().contains("\"NaN\""));
     assert!(set(&mut s, "leaves", "-1").unwrap_err().contains("\"-1\""));
     assert!(set(&mut s, "placement", "random")
@@ -224,7 +243,7 @@ fn values_are_checked() {
     set(&mut s, "gpu-mem", "100").unwrap();
     assert_eq!(s.mem_bytes, Some(100 << 20));
     assert!(Settings {
-        gpus: Some(5000.0),
+        gpu_fraction: Some(5000.0),
         ..Settings::default()
     }
     .request(None)
