@@ -79,7 +79,7 @@ fn latency(n: usize) {
             .collect();
         let t0 = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
         let job = match call(&mut c, &Request::Submit(sp)) {
-            Response::Submitted(flex_proto::SubmitReply { job }) => job,
+            Response::Submitted(flex_proto::SubmitReply { job, .. }) => job,
             r => panic!("{r:?}"),
         };
         let t_ack = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
@@ -123,7 +123,7 @@ fn throughput(clients: usize, total: usize) {
         &mut c,
         &Request::Submit(spec("#!/bin/sh\nexec sleep 3600\n".into(), work.path(), 14)),
     ) {
-        Response::Submitted(flex_proto::SubmitReply { job }) => job,
+        Response::Submitted(flex_proto::SubmitReply { job, .. }) => job,
         r => panic!("{r:?}"),
     };
     while job_state(&mut c, blocker) != Some(JobState::Running) {
@@ -148,7 +148,7 @@ fn throughput(clients: usize, total: usize) {
                 for _ in 0..per {
                     s.write_all(&frame).unwrap();
                     match proto::read_frame::<Response>(&mut s, 1 << 20).unwrap() {
-                        Response::Submitted(flex_proto::SubmitReply { job }) => ids.push(job),
+                        Response::Submitted(flex_proto::SubmitReply { job, .. }) => ids.push(job),
                         r => panic!("{r:?}"),
                     }
                 }

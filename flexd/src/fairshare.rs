@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 /// Tables whose keys are names chosen by the site (users, accounts, QOS): their entries are
 /// merged one by one and never reported as unknown keys.
-pub(crate) const OPEN_TABLES: [&str; 4] = [
+pub(crate) const OPEN_TABLES: [&str; 5] = [
+    "aliases",
     "fairshare.users",
     "fairshare.accounts",
     "fairshare.account_limits",

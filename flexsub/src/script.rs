@@ -134,6 +134,17 @@ pub fn apply_directives(
     script: &str,
     settings: &mut Settings,
 ) -> Result<Vec<String>, String> {
+    apply_directives_noting(file, script, settings, &mut Vec::new())
+}
+
+/// [`apply_directives`], noting in `origins` the line that set each option
+/// (`job.sh:3: #SBATCH --qos=gpu`, in order), so flexd's refusals can name it.
+pub fn apply_directives_noting(
+    file: &str,
+    script: &str,
+    settings: &mut Settings,
+    origins: &mut Vec<(Key, String)>,
+) -> Result<Vec<String>, String> {
     let mut warnings = Vec::new();
     let mut errors = Vec::new();
     for (idx, line) in script.lines().enumerate() {
@@ -170,6 +181,9 @@ pub fn apply_directives(
                         .then(|| MEM_IS_HOST_MEMORY.to_string())
                 })
             });
+            if applied.is_ok() {
+                origins.push((spec.key, at(shown.clone())));
+            }
             match applied {
                 Ok(Some(warning)) => warnings.push(at(format!("{shown}: {warning}"))),
                 Ok(None) => {}
@@ -405,8 +419,8 @@ mod tests {
                 "job.sh:2: #FLEX -J 'open: unclosed ' quote",
             ),
             (
-                "#!/bin/sh\n#SBATCH -o slurm-%N.out\n",
-                "job.sh:2: #SBATCH -o slurm-%N.out: invalid output pattern",
+                "#!/bin/sh\n#SBATCH -o slurm-%q.out\n",
+                "job.sh:2: #SBATCH -o slurm-%q.out: invalid output pattern",
             ),
         ];
         for (script, want) in cases {

@@ -460,6 +460,7 @@ mod tests {
             alloc: Some(alloc()),
             estimated_start: Some(5),
             reason: None,
+            warnings: Vec::new(),
         };
         let text = would_start(&ws, 5);
         assert!(
@@ -471,6 +472,7 @@ mod tests {
             alloc: None,
             estimated_start: Some(65),
             reason: Some("Resources".into()),
+            warnings: Vec::new(),
         };
         assert!(would_start(&waits, 5).contains("(in 1:00), waiting for Resources"));
         assert!(estimate_fit(&ws, 5).contains("needs 2 leaves (1g.5gb) on GPUs 0,1"));

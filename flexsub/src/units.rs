@@ -2,8 +2,6 @@
 //! patterns and signals. Pure functions; each error names the value and says what was expected,
 //! so the caller only adds where the value came from (a script line, an option).
 
-use std::fmt;
-
 pub use flex_proto::text::{format_size, push_u64};
 
 /// A value that does not parse; `Display` is the whole message (`invalid time "abc": …`).
@@ -191,53 +189,8 @@ pub fn parse_count(what: &'static str, s: &str) -> Result<u32, ValueError> {
     Ok(n)
 }
 
-/// One piece of an output pattern.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Piece<'a> {
-    Text(&'a str),
-    JobId,
-    Name,
-    User,
-    ArrayJob,
-    ArrayTask,
-    Percent,
-}
-
-fn pieces(pattern: &str) -> Result<Vec<Piece<'_>>, ValueError> {
-    let mut out = Vec::new();
-    let mut rest = pattern;
-    while let Some(i) = rest.find('%') {
-        if i > 0 {
-            out.push(Piece::Text(&rest[..i]));
-        }
-        let mut chars = rest[i + 1..].chars();
-        let piece = match chars.next() {
-            Some('j') => Piece::JobId,
-            Some('x') => Piece::Name,
-            Some('u') => Piece::User,
-            Some('A') => Piece::ArrayJob,
-            Some('a') => Piece::ArrayTask,
-            Some('%') => Piece::Percent,
-            other => {
-                let esc = other.map_or_else(|| "%".to_string(), |c| format!("%{c}"));
-                return Err(bad(
-                    "output pattern",
-                    pattern,
-                    format!("unknown escape {esc:?}; Flex knows %j (job id), %x (job name), %u (user), %A (array job id), %a (array task index) and %%"),
-                ));
-            }
-        };
-        out.push(piece);
-        rest = chars.as_str();
-    }
-    if !rest.is_empty() {
-        out.push(Piece::Text(rest));
-    }
-    Ok(out)
-}
-
-/// Check an output pattern (`%j` job id, `%x` job name, `%u` user, `%A` array job id, `%a`
-/// array task index, `%%` a percent sign).
+/// Check an output pattern: sbatch's filename patterns ([`flex_proto::fname`]), which flexd
+/// expands when the job starts.
 pub fn parse_output_pattern(s: &str) -> Result<String, ValueError> {
     if s.is_empty() {
         return Err(bad("output pattern", s, "the path is empty"));
@@ -245,29 +198,8 @@ pub fn parse_output_pattern(s: &str) -> Result<String, ValueError> {
     if s.contains('\0') {
         return Err(bad("output pattern", s, "the path holds a NUL byte"));
     }
-    pieces(s)?;
+    flex_proto::fname::check(s).map_err(|e| bad("output pattern", s, e.to_string()))?;
     Ok(s.to_string())
-}
-
-/// Expand a pattern accepted by [`parse_output_pattern`], for a job outside an array (`%A` is
-/// its id, `%a` Slurm's 4294967294).
-pub fn expand_output_pattern(
-    pattern: &str,
-    job: impl fmt::Display,
-    name: &str,
-    user: &str,
-) -> Result<String, ValueError> {
-    Ok(pieces(pattern)?
-        .into_iter()
-        .map(|p| match p {
-            Piece::Text(t) => t.to_string(),
-            Piece::JobId | Piece::ArrayJob => job.to_string(),
-            Piece::ArrayTask => (u32::MAX - 1).to_string(),
-            Piece::Name => name.to_string(),
-            Piece::User => user.to_string(),
-            Piece::Percent => "%".to_string(),
-        })
-        .collect())
 }
 
 /// A signal by name (`TERM`, `SIGTERM`, `usr1`) or number (`10`), as scancel takes it.
@@ -406,22 +338,21 @@ mod tests {
 
     #[test]
     fn output_patterns() {
-        assert!(parse_output_pattern("out-%j-%x-%u-100%%.log").is_ok());
-        assert_eq!(
-            expand_output_pattern("o-%j-%x-%u-%%", 7, "train", "ann").unwrap(),
-            "o-7-train-ann-%"
-        );
-        assert_eq!(
-            expand_output_pattern("%A_%a", 7, "", "").unwrap(),
-            "7_4294967294"
-        );
-        for s in ["slurm-%N.out", "a%", "%5j", ""] {
+        for s in [
+            "out-%j-%x-%u-100%%.log",
+            "slurm-%N.out",
+            "%5j-%3a-%J.%s",
+            "%A_%a",
+        ] {
+            assert_eq!(parse_output_pattern(s).as_deref(), Ok(s), "{s}");
+        }
+        for s in ["slurm-%q.out", "a%", "%5", ""] {
             assert!(parse_output_pattern(s).is_err(), "{s}");
         }
-        let e = parse_output_pattern("slurm-%N.out")
+        let e = parse_output_pattern("slurm-%q.out")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("\"%N\""), "{e}");
+        assert!(e.contains("\"%q\""), "{e}");
     }
 
     #[test]

@@ -70,7 +70,10 @@ fn flexsub(socket: &Path, cwd: &Path, args: &[&str]) -> Output {
 
 fn submitted(req: &Request) -> Response {
     match req {
-        Request::Submit(_) => Response::Submitted(flex_proto::SubmitReply { job: JobId(17) }),
+        Request::Submit(_) => Response::Submitted(flex_proto::SubmitReply {
+            job: JobId(17),
+            warnings: Vec::new(),
+        }),
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -152,7 +155,11 @@ fn the_command_line_overrides_the_script() {
 fn wrap_runs_a_command_named_wrap() {
     let dir = tempfile::tempdir().unwrap();
     let d = FakeDaemon::start(dir.path(), submitted);
-    let out = flexsub(&d.path, dir.path(), &["--gpu-fraction", "0.5", "--wrap", "echo hi"]);
+    let out = flexsub(
+        &d.path,
+        dir.path(),
+        &["--gpu-fraction", "0.5", "--wrap", "echo hi"],
+    );
     assert!(out.status.success(), "{out:?}");
     let spec = only_spec(d.requests());
     assert_eq!(spec.script, "#!/bin/sh\necho hi\n");
@@ -340,7 +347,7 @@ fn refusals_are_printed_with_their_codes() {
 
 fn would_start(req: &Request) -> Response {
     assert!(matches!(req, Request::TestOnly(_)), "{req:?}");
-    Response::WouldStart(WouldStart {
+    Response::WouldStart(Box::new(WouldStart {
         alloc: Some(AllocView {
             host: "a100-testbed".into(),
             leaves: (0..2)
@@ -356,7 +363,8 @@ fn would_start(req: &Request) -> Response {
         }),
         estimated_start: Some(0),
         reason: None,
-    })
+        warnings: Vec::new(),
+    }))
 }
 
 #[test]

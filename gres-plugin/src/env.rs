@@ -64,6 +64,10 @@ pub struct JobEnvInput<'a> {
     pub torchrun: bool,
     /// Host memory held in bytes (0: none reserved), and how the job asked for it.
     pub mem: (u64, Option<crate::HostMem>),
+    /// The job's tasks, as its options gave them.
+    pub tasks: &'a TaskShape,
+    /// How many times the job was requeued before this run.
+    pub restarts: u32,
 }
 
 /// The `srun` a job script gets: a bash function exported through the environment (bash reads
@@ -72,26 +76,22 @@ pub const SRUN_FUNCTION: (&str, &str) = ("BASH_FUNC_srun%%", "() {  flexrun --sr
 /// The `torchrun` a job script gets, the same way.
 pub const TORCHRUN_FUNCTION: (&str, &str) =
     ("BASH_FUNC_torchrun%%", "() {  flexrun --torchrun \"$@\"\n}");
-/// With `srun`, an `scontrol` for the one form job scripts use: `scontrol show hostnames
-/// [LIST]` prints the hosts of LIST (default `$SLURM_JOB_NODELIST`), one per line.
-pub const SCONTROL_FUNCTION: (&str, &str) = (
-    "BASH_FUNC_scontrol%%",
-    "() {  if [ \"$1\" = show ] && [ \"$2\" = hostnames ]; then\n\
-     local l=\"${3:-$SLURM_JOB_NODELIST}\";\n\
-     printf '%s\\n' ${l//,/ };\n\
-     else\n\
-     echo \"scontrol: in a Flex job only 'scontrol show hostnames' works (flexcontrol manages jobs)\" >&2;\n\
-     return 1;\n\
-     fi\n}",
-);
+/// With `srun`, the `scontrol` of flexrun's scontrol personality, the same way.
+pub const SCONTROL_FUNCTION: (&str, &str) =
+    ("BASH_FUNC_scontrol%%", "() {  flexrun --scontrol \"$@\"\n}");
 /// With `torchrun`, `python` and `python3` that run `-m torch.distributed.run ARGS` as
-/// torchrun (flexrun's torchrun personality) and anything else as the real interpreter.
+/// torchrun (flexrun's torchrun personality), `-m torch.distributed.launch ARGS` as the older
+/// launcher (the same, with `--local-rank=0` for the script unless `--use-env`) and anything
+/// else as the real interpreter.
 pub const PYTHON_FUNCTIONS: [(&str, &str); 2] = [
     (
         "BASH_FUNC_python%%",
         "() {  if [ \"$1\" = -m ] && [ \"$2\" = torch.distributed.run ]; then\n\
          shift 2;\n\
          flexrun --torchrun \"$@\";\n\
+         elif [ \"$1\" = -m ] && [ \"$2\" = torch.distributed.launch ]; then\n\
+         shift 2;\n\
+         flexrun --torch-launch \"$@\";\n\
          else\n\
          command python \"$@\";\n\
          fi\n}",
@@ -101,6 +101,9 @@ pub const PYTHON_FUNCTIONS: [(&str, &str); 2] = [
         "() {  if [ \"$1\" = -m ] && [ \"$2\" = torch.distributed.run ]; then\n\
          shift 2;\n\
          flexrun --torchrun \"$@\";\n\
+         elif [ \"$1\" = -m ] && [ \"$2\" = torch.distributed.launch ]; then\n\
+         shift 2;\n\
+         flexrun --torch-launch \"$@\";\n\
          else\n\
          command python3 \"$@\";\n\
          fi\n}",
@@ -109,6 +112,8 @@ pub const PYTHON_FUNCTIONS: [(&str, &str); 2] = [
 
 /// The one partition of a Flex host, as squeue and the job's `SLURM_JOB_PARTITION` name it.
 pub const PARTITION: &str = "flex";
+/// The cluster a Flex host is, as sacct and the job's `SLURM_CLUSTER_NAME` name it.
+pub const CLUSTER: &str = "flex";
 
 /// The batch script's Flex variables (added to the submitter's environment).
 pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
@@ -141,12 +146,20 @@ pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
                 .join(","),
         ),
         ("FLEX_CPUS_PER_LEAF", i.cores_per_unit.to_string()),
+        // What an `srun` line without options starts (flexrun's Slurm personality).
+        ("FLEX_NTASKS", i.tasks.tasks().to_string()),
         ("FLEX_MASTER_PORT", i.master_port.to_string()),
         ("FLEX_NCCL_MODE", i.nccl.name().to_string()),
         ("CUDA_VISIBLE_DEVICES", uuids.join(",")),
     ];
     if let NcclMode::Patched { lib_dir } = i.nccl {
         v.push(("FLEX_NCCL_LIB_DIR", lib_dir.display().to_string()));
+    }
+    if let Some(c) = i.tasks.cpus_per_task {
+        v.push(("FLEX_CPUS_PER_TASK", c.to_string()));
+    }
+    if let Some(g) = i.tasks.gpus_per_task {
+        v.push(("FLEX_GPUS_PER_TASK", g.to_string()));
     }
     if let [u] = i.units {
         if u.share < 1000 {
@@ -192,10 +205,12 @@ pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
     v.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
-/// Slurm's names for the batch script's variables (`slurm_aliases`): one node, one task per
-/// leaf, the batch step's own task ids.
+/// Slurm's names for the batch script's variables (`slurm_aliases`): one node, the batch
+/// step's own task ids, and the task shape's variables for what the job gave, as slurmd sets
+/// them.
 fn slurm_env(i: &JobEnvInput, gpus: String) -> Vec<(&'static str, String)> {
-    vec![
+    let t = i.tasks;
+    let mut v = vec![
         ("SLURM_JOB_ID", i.job_id.to_string()),
         ("SLURM_JOBID", i.job_id.to_string()),
         ("SLURM_JOB_NAME", i.name.to_string()),
@@ -204,20 +219,44 @@ fn slurm_env(i: &JobEnvInput, gpus: String) -> Vec<(&'static str, String)> {
         ("SLURM_NODELIST", i.host.to_string()),
         ("SLURMD_NODENAME", i.host.to_string()),
         ("SLURM_SUBMIT_HOST", i.host.to_string()),
+        ("SLURM_CLUSTER_NAME", CLUSTER.to_string()),
         ("SLURM_JOB_NUM_NODES", "1".to_string()),
         ("SLURM_JOB_PARTITION", PARTITION.to_string()),
         ("SLURM_NNODES", "1".to_string()),
-        ("SLURM_NTASKS", i.units.len().max(1).to_string()),
         ("SLURM_JOB_GPUS", gpus),
         ("SLURM_GPUS_ON_NODE", i.units.len().to_string()),
         ("SLURM_JOB_CPUS_PER_NODE", i.cores.len().to_string()),
         ("SLURM_CPUS_ON_NODE", i.cores.len().to_string()),
-        ("SLURM_CPUS_PER_TASK", i.cores_per_unit.to_string()),
-        ("SLURM_TASKS_PER_NODE", i.units.len().max(1).to_string()),
+        ("SLURM_TASKS_PER_NODE", t.tasks().to_string()),
         ("SLURM_NODEID", "0".to_string()),
         ("SLURM_PROCID", "0".to_string()),
         ("SLURM_LOCALID", "0".to_string()),
-    ]
+    ];
+    if t.ntasks.is_some() || t.ntasks_per_node.is_some() {
+        v.push(("SLURM_NTASKS", t.tasks().to_string()));
+        v.push(("SLURM_NPROCS", t.tasks().to_string()));
+    }
+    let given = [
+        (
+            "SLURM_NTASKS_PER_NODE",
+            t.ntasks_per_node.map(|n| n.to_string()),
+        ),
+        (
+            "SLURM_CPUS_PER_TASK",
+            t.cpus_per_task.map(|n| n.to_string()),
+        ),
+        (
+            "SLURM_GPUS_PER_TASK",
+            t.gpus_per_task.map(|n| n.to_string()),
+        ),
+        ("SLURM_GPUS_PER_NODE", t.gpus_per_node.clone()),
+        ("SLURM_GPUS", t.gpus.clone()),
+    ];
+    v.extend(given.into_iter().filter_map(|(k, x)| Some((k, x?))));
+    if i.restarts > 0 {
+        v.push(("SLURM_RESTART_COUNT", i.restarts.to_string()));
+    }
+    v
 }
 
 /// What flexrun reads back from a job's environment.
@@ -303,6 +342,109 @@ pub fn rank_plan(get: impl Fn(&str) -> Option<String>) -> Result<RankPlan, Strin
     })
 }
 
+/// The shape of a job's tasks, as sbatch's options gave it (None: not given). Slurm sets
+/// `SLURM_NTASKS`, `SLURM_CPUS_PER_TASK` and the like only for what was given; Flex does the
+/// same, and an `srun` line without options of its own starts these tasks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskShape {
+    /// `-n`, or `--ntasks-per-node` on the one node.
+    pub ntasks: Option<u32>,
+    pub ntasks_per_node: Option<u32>,
+    /// `-c`.
+    pub cpus_per_task: Option<u32>,
+    pub gpus_per_task: Option<u32>,
+    /// `--gpus-per-node` as given (`2`, `1g.5gb:2`).
+    pub gpus_per_node: Option<String>,
+    /// `-G/--gpus` as given.
+    pub gpus: Option<String>,
+}
+
+impl TaskShape {
+    /// The tasks an `srun` without `-n` starts: `-n`, else 1, as in Slurm.
+    pub fn tasks(&self) -> u32 {
+        self.ntasks.or(self.ntasks_per_node).unwrap_or(1).max(1)
+    }
+}
+
+impl RankPlan {
+    /// The plan regrouped into `n` Slurm tasks, as an `srun` line starts them: each task sees
+    /// its share of the leaves (`gpus_per_task` each when given; otherwise the leaves dealt in
+    /// blocks, or with more tasks than leaves each task one leaf, shared), and `cpus_per_task`
+    /// cores (otherwise its leaves' cores, or its share of all of them). A rank's entry in
+    /// `uuids` is then its whole `CUDA_VISIBLE_DEVICES`, comma-separated. A task never sees a
+    /// leaf or core the job does not hold: a shape the job cannot hold is an error.
+    pub fn into_tasks(
+        self,
+        n: usize,
+        gpus_per_task: Option<usize>,
+        cpus_per_task: Option<usize>,
+    ) -> Result<RankPlan, String> {
+        if n == 0 {
+            return Err("a step needs at least one task".into());
+        }
+        let leaves: Vec<&String> = self.uuids.iter().filter(|u| !u.is_empty()).collect();
+        let l = leaves.len();
+        // Each task's leaves, as indexes into `leaves`.
+        let groups: Vec<Vec<usize>> = match gpus_per_task {
+            Some(g) if n * g > l => {
+                return Err(format!(
+                    "{n} tasks of {g} GPUs each need {} GPUs; the job holds {l}",
+                    n * g
+                ))
+            }
+            Some(g) => (0..n).map(|t| (t * g..(t + 1) * g).collect()).collect(),
+            None if l == 0 => vec![Vec::new(); n],
+            None if n <= l => deal(l, n).map(|r| r.collect()).collect(),
+            None => (0..n).map(|t| vec![t * l / n]).collect(),
+        };
+        let all: Vec<u32> = self.cores.concat();
+        let cores: Vec<Vec<u32>> = match cpus_per_task {
+            Some(c) if n * c > all.len() => {
+                return Err(format!(
+                    "{n} tasks of {c} CPUs each need {} CPUs; the job holds {}",
+                    n * c,
+                    all.len()
+                ))
+            }
+            Some(c) => (0..n).map(|t| all[t * c..(t + 1) * c].to_vec()).collect(),
+            // One task per leaf or fewer: each its leaves' own cores.
+            None if l > 0 && gpus_per_task.is_none() && n <= l && self.cores.len() == l => groups
+                .iter()
+                .map(|g| {
+                    g.iter()
+                        .flat_map(|&i| self.cores[i].iter().copied())
+                        .collect()
+                })
+                .collect(),
+            None if all.len() >= n => deal(all.len(), n).map(|r| all[r].to_vec()).collect(),
+            None => (0..n).map(|t| vec![all[t % all.len().max(1)]]).collect(),
+        };
+        let uuids = groups
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .map(|&i| leaves[i].as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect();
+        Ok(RankPlan {
+            uuids,
+            cores,
+            ..self
+        })
+    }
+}
+
+/// `len` items dealt into `n` consecutive runs, the first `len % n` one longer.
+fn deal(len: usize, n: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let (each, rest) = (len / n, len % n);
+    (0..n).map(move |t| {
+        let from = t * each + t.min(rest);
+        from..from + each + usize::from(t < rest)
+    })
+}
+
 /// Where one rank sits in its job, and which leaf and cores it has: everything its variables
 /// are made from. flexrun fills it for one host ([`rank_env`]); the Slurm plugin for a step
 /// that may span hosts (`crate::slurm`).
@@ -336,7 +478,9 @@ pub fn slot_env(
         ("MASTER_PORT".into(), s.master_port.to_string()),
         ("FLEX_RANK_CPUS".into(), format_cpu_list(s.cores)),
     ];
-    if *nccl != NcclMode::None {
+    // One leaf per rank: the rank's NCCL talks to the others over it (a Slurm task that sees
+    // several leaves gets no MIG variables, as under Slurm).
+    if *nccl != NcclMode::None && !s.uuid.is_empty() && !s.uuid.contains(',') {
         v.push(("NCCL_MIG_ID".into(), s.uuid.to_string()));
         v.push(("NCCL_MULTI_RANK_GPU_ENABLE".into(), "1".into()));
         v.push(("NCCL_P2P_DISABLE".into(), "1".into()));
@@ -450,6 +594,12 @@ mod tests {
             srun: true,
             torchrun: false,
             mem: (8 << 30, Some(HostMem::PerCpu(1 << 30))),
+            tasks: &TaskShape {
+                ntasks: Some(4),
+                cpus_per_task: Some(2),
+                ..TaskShape::default()
+            },
+            restarts: 2,
         })
         .into_iter()
         .collect();
@@ -467,6 +617,13 @@ mod tests {
         }
         assert_eq!(env["SLURM_JOB_NUM_NODES"], "1");
         assert_eq!(env["SLURM_JOB_PARTITION"], "flex");
+        assert_eq!(env["SLURM_CLUSTER_NAME"], "flex");
+        // The task shape the job gave, as slurmd exports it.
+        assert_eq!(env["SLURM_NTASKS"], "4");
+        assert_eq!(env["SLURM_CPUS_PER_TASK"], "2");
+        assert_eq!(env["FLEX_NTASKS"], "4");
+        assert!(!env.contains_key("SLURM_NTASKS_PER_NODE"));
+        assert_eq!(env["SLURM_RESTART_COUNT"], "2");
         assert!(!env.contains_key("FLEX_GPU_FRACTION"));
         let plan = rank_plan(|k| env.get(k).cloned()).unwrap();
         assert_eq!(plan.cores[2], vec![16, 17]);
@@ -484,6 +641,101 @@ mod tests {
         );
         assert_eq!(r["SLURM_NTASKS"], "4");
         assert_eq!(env["BASH_FUNC_srun%%"], "() {  flexrun --srun \"$@\"\n}");
+    }
+
+    #[test]
+    fn slurm_variables_only_for_what_the_job_gave() {
+        let u = units();
+        let env: HashMap<String, String> = job_env(&JobEnvInput {
+            job_id: 7,
+            name: "one",
+            submit_dir: "/",
+            host: "h",
+            units: &u,
+            cores: &[0, 1, 2, 3],
+            cores_per_unit: 1,
+            master_port: 1,
+            nccl: &NcclMode::Upstream,
+            slurm_aliases: true,
+            srun: false,
+            torchrun: false,
+            mem: (0, None),
+            tasks: &TaskShape {
+                gpus_per_node: Some("1g.5gb:4".into()),
+                ..TaskShape::default()
+            },
+            restarts: 0,
+        })
+        .into_iter()
+        .collect();
+        // One task unless -n says otherwise; no SLURM_NTASKS or SLURM_CPUS_PER_TASK then.
+        assert_eq!(env["SLURM_TASKS_PER_NODE"], "1");
+        assert_eq!(env["FLEX_NTASKS"], "1");
+        for k in [
+            "SLURM_NTASKS",
+            "SLURM_CPUS_PER_TASK",
+            "SLURM_RESTART_COUNT",
+            "SLURM_GPUS",
+        ] {
+            assert!(!env.contains_key(k), "{k}");
+        }
+        assert_eq!(env["SLURM_GPUS_PER_NODE"], "1g.5gb:4");
+        assert_eq!(env["SLURM_GPUS_ON_NODE"], "4");
+    }
+
+    fn plan(leaves: usize, cores_each: u32) -> RankPlan {
+        RankPlan {
+            uuids: (0..leaves).map(|i| format!("MIG-{i}")).collect(),
+            cores: (0..leaves as u32)
+                .map(|l| (l * cores_each..(l + 1) * cores_each).collect())
+                .collect(),
+            master_port: 1,
+            nccl: NcclMode::Upstream,
+            world: None,
+        }
+    }
+
+    #[test]
+    fn tasks_see_their_share_of_the_leaves_and_cores() {
+        // One task: every leaf and core of the job (Slurm's `--gpus=2`, `srun python`).
+        let p = plan(2, 3).into_tasks(1, None, None).unwrap();
+        assert_eq!(p.uuids, ["MIG-0,MIG-1"]);
+        assert_eq!(p.cores, [vec![0, 1, 2, 3, 4, 5]]);
+        // Four tasks on four leaves: one each, with its leaf's cores.
+        let p = plan(4, 2).into_tasks(4, None, None).unwrap();
+        assert_eq!(p.uuids, ["MIG-0", "MIG-1", "MIG-2", "MIG-3"]);
+        assert_eq!(p.cores[3], [6, 7]);
+        // Three tasks on four leaves: blocks, the first one longer.
+        let p = plan(4, 1).into_tasks(3, None, None).unwrap();
+        assert_eq!(p.uuids, ["MIG-0,MIG-1", "MIG-2", "MIG-3"]);
+        // More tasks than leaves: the leaves are shared, the cores dealt.
+        let p = plan(2, 4).into_tasks(4, None, None).unwrap();
+        assert_eq!(p.uuids, ["MIG-0", "MIG-0", "MIG-1", "MIG-1"]);
+        assert_eq!(p.cores, [vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]);
+        // --gpus-per-task and -c.
+        let p = plan(4, 2).into_tasks(2, Some(2), Some(3)).unwrap();
+        assert_eq!(p.uuids, ["MIG-0,MIG-1", "MIG-2,MIG-3"]);
+        assert_eq!(p.cores, [vec![0, 1, 2], vec![3, 4, 5]]);
+        // A CPU-only job: no GPU for any task.
+        let cpu = RankPlan {
+            uuids: vec![String::new()],
+            cores: vec![vec![0, 1, 2, 3]],
+            ..plan(0, 0)
+        };
+        let p = cpu.clone().into_tasks(4, None, None).unwrap();
+        assert_eq!(p.uuids, ["", "", "", ""]);
+        assert_eq!(p.cores[2], [2]);
+        // What the job does not hold is an error that says so.
+        let e = plan(2, 1).into_tasks(2, Some(2), None).unwrap_err();
+        assert!(e.contains("need 4 GPUs; the job holds 2"), "{e}");
+        let e = cpu.into_tasks(2, None, Some(3)).unwrap_err();
+        assert!(e.contains("need 6 CPUs; the job holds 4"), "{e}");
+        // A task that sees several leaves gets no MIG variable naming one.
+        let p = plan(2, 1).into_tasks(1, None, None).unwrap();
+        let r: HashMap<String, String> = rank_env(&p, 0, None).into_iter().collect();
+        assert_eq!(r["CUDA_VISIBLE_DEVICES"], "MIG-0,MIG-1");
+        assert!(!r.contains_key("NCCL_MIG_ID"));
+        assert_eq!(r["SLURM_NTASKS"], "1");
     }
 
     #[test]
@@ -505,6 +757,8 @@ mod tests {
             master_port: 1,
             nccl: &NcclMode::None,
             slurm_aliases: false,
+            tasks: &TaskShape::default(),
+            restarts: 0,
             srun: false,
             torchrun: true,
             mem: (0, None),
@@ -571,16 +825,15 @@ mod function_tests {
     }
 
     #[test]
-    fn scontrol_show_hostnames_names_the_host() {
-        assert_eq!(bash("scontrol show hostnames").1, "gpu-host-1\n");
+    fn scontrol_is_flexruns() {
         assert_eq!(
-            bash("scontrol show hostnames \"$SLURM_JOB_NODELIST\"").1,
-            "gpu-host-1\n"
+            bash("scontrol show hostnames").1,
+            "flexrun --scontrol show hostnames\n"
         );
-        assert_eq!(bash("scontrol show hostnames a,b").1, "a\nb\n");
-        let (code, _, err) = bash("scontrol show job 1");
-        assert_eq!(code, 1);
-        assert!(err.contains("only 'scontrol show hostnames'"), "{err}");
+        assert_eq!(
+            bash("scontrol requeue 12").1,
+            "flexrun --scontrol requeue 12\n"
+        );
     }
 
     #[test]
@@ -591,9 +844,13 @@ mod function_tests {
         );
         assert_eq!(bash("python3 -u train.py").1, "real python3 -u train.py\n");
         assert_eq!(
-            bash("python3 -m torch.distributed.launch x.py").1,
-            "real python3 -m torch.distributed.launch x.py\n",
-            "only torch.distributed.run is torchrun"
+            bash("python3 -m torch.distributed.launch --use-env x.py").1,
+            "flexrun --torch-launch --use-env x.py\n"
+        );
+        assert_eq!(
+            bash("python3 -m torch.distributed.elastic x.py").1,
+            "real python3 -m torch.distributed.elastic x.py\n",
+            "only the launchers are torchrun"
         );
     }
 }

@@ -100,8 +100,10 @@ pub fn run(cli: &Cli) -> Result<String, String> {
         } => {
             let found = host.discover()?;
             let simulated = found.source != "nvml";
-            let table = if *count_only {
-                Some(MigMinors::driver_layout()) // no device files: minors unused
+            // Without device files, or without a MIG GPU, no capability minor is written.
+            let any_mig = found.host.gpus.iter().any(|g| g.mig);
+            let table = if *count_only || !any_mig {
+                Some(MigMinors::driver_layout())
             } else {
                 read_mig_minors(mig_minors)?
             };
@@ -188,6 +190,12 @@ mod tests {
         assert!(node.starts_with("NodeName=g1 CPUs=32 "), "{node}");
         let lua = run_args(&[&["job-submit"], &t[..]].concat()).unwrap();
         assert!(lua.contains("local LARGE = \"1g.10gb\""), "{lua}");
+        // Whole GPUs have no MIG capability files: the minor table is not looked for.
+        let p4 = ["--topology", "p4-x4.toml", "--force-topology"];
+        let conf = run_args(&[&["conf"], &p4[..], &["--mig-minors", "/nonexistent/m"]].concat())
+            .unwrap();
+        assert!(!conf.contains("/nonexistent/m"), "{conf}");
+        assert!(conf.contains(" File=/dev/nvidia0 "), "{conf}");
         let e = run_args(&["job-submit", "--small", "1g 5gb", "--large", "1g.10gb"]).unwrap_err();
         assert!(e.contains("\"1g 5gb\""), "{e}");
         let e = run_args(&[

@@ -121,7 +121,7 @@ impl Client {
 
     pub fn submit(&mut self, spec: JobSpec) -> Result<JobId, ClientError> {
         match self.call(&Request::Submit(spec))? {
-            Response::Submitted(flex_proto::SubmitReply { job }) => Ok(job),
+            Response::Submitted(flex_proto::SubmitReply { job, .. }) => Ok(job),
             other => Err(ClientError::Unexpected(Box::new(other))),
         }
     }

@@ -342,7 +342,7 @@ fn users_see_only_their_own_jobs() {
         NOBODY,
         &Request::Submit(script_job("#!/bin/sh\ntrue\n", &w)),
     ) {
-        Response::Submitted(flex_proto::SubmitReply { job }) => job,
+        Response::Submitted(flex_proto::SubmitReply { job, .. }) => job,
         other => panic!("{other:?}"),
     };
     d.wait_finished(mine);

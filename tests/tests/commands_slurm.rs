@@ -191,3 +191,139 @@ fn srun_lines_of_a_slurm_script_run_one_rank_per_leaf() {
         "{v:?}"
     );
 }
+
+/// The lines of `dir/file`, or nothing.
+fn lines(dir: &Path, file: &str) -> Vec<String> {
+    std::fs::read_to_string(dir.join(file))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// How many CPUs a `Cpus_allowed_list` value (`0-3,8`) names.
+fn cpu_count(list: &str) -> usize {
+    list.split(',')
+        .filter(|r| !r.is_empty())
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum()
+}
+
+#[test]
+fn srun_starts_the_jobs_tasks_as_slurm_does_from_any_program() {
+    let d = Daemon::start_with(TOPOLOGY, "srun_in_jobs = \"flexrun\"");
+    let dir = d.scratch("tasks");
+    // Each task writes: its id, the task count, its GPUs, -c and the CPUs it may use.
+    let task = "echo $SLURM_PROCID $SLURM_NTASKS ${CUDA_VISIBLE_DEVICES:-none} \
+                ${SLURM_CPUS_PER_TASK:-unset} $(grep Cpus_allowed_list /proc/self/status | cut -f2)";
+
+    // --gpus=2 and a bare srun: one task that sees both leaves, as on a Slurm node whose MIG
+    // instances are its GPUs.
+    let script = format!(
+        "#!/bin/bash\n#SBATCH --gpus=2\necho ${{SLURM_NTASKS:-unset}} $SLURM_TASKS_PER_NODE > batch\n\
+         srun bash -c '{task}' > gpus2\n"
+    );
+    let job = submit(&d, &dir, "gpus2.sh", &script, &[]);
+    let v = d.wait_finished(job);
+    assert_eq!(v.state, JobState::Completed, "{v:?}\n{}", d.log());
+    assert_eq!(v.alloc.as_ref().unwrap().leaves.len(), 2);
+    assert_eq!(lines(&dir, "batch"), ["unset 1"]);
+    let out = lines(&dir, "gpus2");
+    assert_eq!(out.len(), 1, "{out:?}");
+    let f: Vec<&str> = out[0].split_whitespace().collect();
+    assert_eq!(f[..2], ["0", "1"]);
+    assert_eq!(f[2].split(',').count(), 2, "{out:?}");
+
+    // -n 1 -c 10 --gres=gpu:4: one task with four leaves and ten cores.
+    let script =
+        format!("#!/bin/bash\n#SBATCH -n 1 -c 10 --gres=gpu:4\nsrun bash -c '{task}' > c10\n");
+    let job = submit(&d, &dir, "c10.sh", &script, &[]);
+    let v = d.wait_finished(job);
+    assert_eq!(v.state, JobState::Completed, "{v:?}\n{}", d.log());
+    let out = lines(&dir, "c10");
+    assert_eq!(out.len(), 1, "{out:?}");
+    let f: Vec<&str> = out[0].split_whitespace().collect();
+    assert_eq!((f[0], f[1], f[3]), ("0", "1", "10"), "{out:?}");
+    assert_eq!(f[2].split(',').count(), 4, "{out:?}");
+    let online = gres_plugin::cpus::online_cores().len();
+    if online >= 10 {
+        assert_eq!(cpu_count(f[4]), 10, "{out:?}");
+    }
+
+    // A job without a GPU: srun -n 4 starts four tasks (none sees a GPU); srun and scontrol
+    // are found by sh -c and by a Python subprocess; TMPDIR is the job's own.
+    let python = "import subprocess; \
+                  print(subprocess.run(['scontrol', 'show', 'hostnames'], capture_output=True, \
+                  text=True, check=True).stdout.strip())";
+    let script = format!(
+        "#!/bin/bash\n#SBATCH -n 4\n\
+         srun bash -c '{task}' | sort > cpu4\n\
+         sh -c 'srun -n 2 true' && echo sh-ok > sh\n\
+         if command -v python3 >/dev/null; then python3 -c \"{python}\" > py; else hostname > py; fi\n\
+         echo \"$TMPDIR\" > tmpdir\nstat -c %a \"$TMPDIR\" >> tmpdir\n\
+         [ \"$SLURM_TMPDIR\" = \"$TMPDIR\" ] && touch \"$TMPDIR/scratch\" && echo same >> tmpdir\n"
+    );
+    let job = submit(&d, &dir, "cpu4.sh", &script, &[]);
+    let v = d.wait_finished(job);
+    let log = std::fs::read_to_string(dir.join(format!("flex-{job}.out"))).unwrap_or_default();
+    assert_eq!(v.state, JobState::Completed, "{v:?}\n{log}\n{}", d.log());
+    let out = lines(&dir, "cpu4");
+    assert_eq!(out.len(), 4, "{out:?}");
+    for (r, l) in out.iter().enumerate() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!(f[..3], [r.to_string().as_str(), "4", "none"], "{out:?}");
+    }
+    assert_eq!(lines(&dir, "sh"), ["sh-ok"]);
+    let host = v.alloc.as_ref().unwrap().host.clone();
+    assert_eq!(lines(&dir, "py"), [host]);
+    let t = lines(&dir, "tmpdir");
+    assert_eq!(t[1..], ["700", "same"], "{t:?}");
+    assert!(t[0].starts_with(&format!("/tmp/flex-job-{job}.")), "{t:?}");
+    assert!(!Path::new(&t[0]).exists(), "the job's TMPDIR outlived it");
+
+    // Shapes the job does not hold are refused by name.
+    let job = submit(
+        &d,
+        &dir,
+        "bad.sh",
+        "#!/bin/bash\n#SBATCH --gres=gpu:2\nsrun --gpus-per-task=2 -n 2 true\n",
+        &[],
+    );
+    let v = d.wait_finished(job);
+    let log = std::fs::read_to_string(dir.join(format!("flex-{job}.out"))).unwrap_or_default();
+    assert_eq!(v.state, JobState::Failed, "{v:?}");
+    assert!(
+        log.contains("srun: 2 tasks of 2 GPUs each need 4 GPUs; the job holds 2"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_job_requeues_itself_through_scontrol_and_knows_its_restart_count() {
+    if std::process::Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        assert!(std::env::var("CI").is_err(), "CI needs python3");
+        return;
+    }
+    let d = Daemon::start_with(TOPOLOGY, "srun_in_jobs = \"flexrun\"");
+    let dir = d.scratch("requeue");
+    // As PyTorch Lightning's auto-requeue does on its --signal: scontrol requeue from Python.
+    let script = "#!/bin/bash\n#SBATCH --gres=gpu:1 --signal=SIGUSR1@90 --open-mode=append\n\
+                  echo \"run ${SLURM_RESTART_COUNT:-0}\" >> runs\n\
+                  if [ -z \"$SLURM_RESTART_COUNT\" ]; then\n\
+                  python3 -c 'import os, subprocess; subprocess.run([\"scontrol\", \"requeue\", os.environ[\"SLURM_JOB_ID\"]], check=True)'\n\
+                  sleep 60\nfi\n";
+    let job = submit(&d, &dir, "requeue.sh", script, &[]);
+    let v = wait_for("the requeued job to complete", || {
+        let v = d.job(job)?;
+        (v.state == JobState::Completed).then_some(v)
+    });
+    assert_eq!(v.state, JobState::Completed);
+    assert_eq!(lines(&dir, "runs"), ["run 0", "run 1"]);
+}

@@ -297,7 +297,7 @@ fn jobs_run_as_their_submitter_and_only_owners_cancel() {
     let script = "#!/bin/sh\nid -u > uid\nid -g >> uid\ntouch started\nexec sleep 300\n";
     let spec = script_job(script, &w);
     let job = match d.request_as(NOBODY, NOBODY, &Request::Submit(spec)) {
-        Response::Submitted(flex_proto::SubmitReply { job }) => job,
+        Response::Submitted(flex_proto::SubmitReply { job, .. }) => job,
         r => panic!("{r:?}"),
     };
     wait_for("the job to start", || {
@@ -361,7 +361,7 @@ fn output_files_are_never_written_through_a_planted_symlink() {
     let mut spec = script_job("echo overwritten\n", &w);
     spec.stdout = Some("out.txt".into());
     let job = match d.request_as(NOBODY, NOBODY, &Request::Submit(spec)) {
-        Response::Submitted(flex_proto::SubmitReply { job }) => job,
+        Response::Submitted(flex_proto::SubmitReply { job, .. }) => job,
         r => panic!("{r:?}"),
     };
     let v = d.wait_finished(job);
@@ -401,7 +401,7 @@ fn a_non_root_flexd_runs_jobs_for_its_own_user_only() {
         NOBODY,
         &Request::Submit(script_job("#!/bin/sh\nid -u > uid\nexec sleep 300\n", &w)),
     ) {
-        Response::Submitted(flex_proto::SubmitReply { job }) => job,
+        Response::Submitted(flex_proto::SubmitReply { job, .. }) => job,
         r => panic!("{r:?}"),
     };
     wait_for("the job's uid", || {

@@ -351,7 +351,7 @@ fn requests_at_the_edges_of_their_types_are_answered() {
         ] {
             match d.client().request(&req) {
                 Ok(Response::Error(e)) => assert!(!e.message.is_empty()),
-                Ok(Response::Submitted(flex_proto::SubmitReply { job })) => {
+                Ok(Response::Submitted(flex_proto::SubmitReply { job, .. })) => {
                     d.wait_finished(job);
                 }
                 Ok(_) => {}

@@ -145,7 +145,7 @@ fn begin_exclusive_and_open_mode() {
     let leaves = std::fs::read_to_string(dir.join("whole.txt")).unwrap();
     assert_eq!(leaves.trim(), "14");
 
-    // A GPU by its model: one A100's worth (7 slices of leaves), whatever the profiles.
+    // A GPU by its model: one leaf of an A100, whatever its profile (a GPU is one leaf).
     let a100 = submit(
         &d,
         &dir,
@@ -156,9 +156,11 @@ fn begin_exclusive_and_open_mode() {
     let v = d.wait_finished(a100);
     assert_eq!(v.state, JobState::Completed, "{v:?}\n{}", d.log());
     assert_eq!(
-        (v.request.gpus, v.request.leaf_type.as_deref()),
-        (Some(1.0), None)
+        (v.request.leaves, v.request.leaf_type.as_deref()),
+        (Some(1), None)
     );
+    let leaves = std::fs::read_to_string(dir.join("a100.txt")).unwrap();
+    assert_eq!(leaves.trim(), "1");
 
     // --open-mode: append keeps what the file held, truncate (the default) does not.
     for (mode, kept) in [("append", true), ("truncate", false)] {

@@ -1,11 +1,12 @@
 complete -c flexsub -s J -l job-name -d 'Job name (default: the script\'s file name)' -r
 complete -c flexsub -s t -l time -d 'Time limit: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or 30s, 2h, 1h30m (default: flexd\'s default_time_limit)' -r
-complete -c flexsub -s o -l output -d 'stdout file; %j job id, %x job name, %u user, %A array job id, %a array task index, %% a percent sign' -r
+complete -c flexsub -s o -l output -d 'stdout file; %j job id, %x job name, %u user, %A array job id, %a array task index, %N host, %J %s %n %t as sbatch, %% a percent sign; %3a pads with zeros' -r
 complete -c flexsub -s e -l error -d 'stderr file (default: with stdout)' -r
 complete -c flexsub -s D -l chdir -d 'Working directory of the job (default: the current one)' -r
 complete -c flexsub -s c -l cpus-per-task -d 'CPU cores per task, as in Slurm: the job gets N x ntasks cores (at least flexd\'s default_cpus_per_leaf per leaf)' -r
 complete -c flexsub -l gres -d 'N leaves, of leaf type TYPE if given (Slurm form)' -r
-complete -c flexsub -s G -l gpus -d 'GPU fraction (0.25) or count (2): on MIG, ceil(F x 7) slices\' worth of leaves' -r
+complete -c flexsub -s G -l gpus -d 'N GPUs, as in Slurm: on MIG a GPU is one leaf (TYPE: a MIG profile or the host\'s GPU model)' -r
+complete -c flexsub -l gpu-fraction -d 'A share of GPU compute: 0.25 of one GPU, or 1.5 GPUs; on MIG, ceil(F x 7) slices\' worth of leaves' -r
 complete -c flexsub -l mem -d 'Host memory (RAM) for the job, as in Slurm: 512M, 16G; a bare number is megabytes; 0 is all of the host\'s' -r
 complete -c flexsub -l mem-per-cpu -d 'Host memory per allocated core, as in Slurm' -r
 complete -c flexsub -l mem-per-gpu -d 'Host memory per allocated leaf (GPU), as in Slurm' -r
@@ -28,8 +29,8 @@ complete -c flexsub -l export -d 'Environment to export; Flex always exports all
 complete -c flexsub -s n -l ntasks -d 'Number of tasks, for -c and --gpus-per-task (flexrun still starts one rank per leaf)' -r
 complete -c flexsub -l ntasks-per-node -d 'Tasks on the one node: as --ntasks' -r
 complete -c flexsub -l tasks-per-node -d 'sbatch\'s other name for --ntasks-per-node' -r
-complete -c flexsub -l gpus-per-node -d 'GPUs on the one node: as --gpus N (TYPE: a MIG profile or the host\'s GPU model)' -r
-complete -c flexsub -l gpus-per-task -d 'GPUs per task: as --gpus N x ntasks (ntasks from -n, --ntasks-per-node, else 1)' -r
+complete -c flexsub -l gpus-per-node -d 'GPUs on the one node: as --gpus [TYPE:]N (a GPU is one leaf)' -r
+complete -c flexsub -l gpus-per-task -d 'GPUs (leaves) per task: N x ntasks leaves (ntasks from -n, --ntasks-per-node, else 1), each task srun starts sees its own' -r
 complete -c flexsub -l cpus-per-gpu -d 'CPU cores per leaf (overrides -c)' -r
 complete -c flexsub -s w -l nodelist -d 'Hosts to run on: must name this host (short name or FQDN)' -r
 complete -c flexsub -s x -l exclude -d 'Hosts not to run on: must not name this host' -r
@@ -79,7 +80,7 @@ complete -c flexsub -l requeue -d 'The job may be requeued (the default)'
 complete -c flexsub -l no-requeue -d 'The job may not be requeued'
 complete -c flexsub -s k -l no-kill -d 'Accepted and ignored: a Flex job has one node, so it never loses one and carries on'
 complete -c flexsub -s Q -l quiet -d 'Accepted and ignored: flexsub prints only the job id and warnings'
-complete -c flexsub -s s -l oversubscribe -d 'Accepted and ignored: sharing follows the request (a --gpus fraction shares a GPU)'
+complete -c flexsub -s s -l oversubscribe -d 'Accepted and ignored: sharing follows the request (a --gpu-fraction below 1 shares a GPU)'
 complete -c flexsub -l spread-job -d 'Accepted and ignored: a Flex job runs on one host'
 complete -c flexsub -l parsable -d 'Print only the job id'
 complete -c flexsub -s W -l wait -d 'Return when the job ends, with its exit code (1 when it failed otherwise)'

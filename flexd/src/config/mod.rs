@@ -58,6 +58,11 @@ pub struct Settings {
     pub reserved_memory: u64,
     /// The most processes and threads one job may have (its cgroup's `pids.max`).
     pub job_pids_max: u32,
+    /// Where each job's private temporary directory (`TMPDIR`) is made; None: none is.
+    pub job_tmpdir: Option<PathBuf>,
+    /// `[aliases]`: other clusters' GPU type and feature names (lowercase) and this host's
+    /// name for each ("" accepts and ignores it).
+    pub aliases: Vec<(String, String)>,
     pub nccl: NcclMode,
     pub slurm_aliases: bool,
     /// Whether bash job scripts get an `srun` that runs flexrun (see [`SrunInJobs`]).
@@ -76,6 +81,28 @@ pub struct Settings {
     pub limits: Limits,
     /// Multifactor priority, fair share and QOS.
     pub priority: crate::fairshare::PriorityConfig,
+}
+
+/// `[aliases]`: names to strings, lowercased.
+fn aliases(src: &Source) -> Result<Vec<(String, String)>, ConfigError> {
+    let table = src.table.get("aliases").and_then(toml::Value::as_table);
+    let mut out = Vec::new();
+    for (k, v) in table.into_iter().flatten() {
+        let key = format!("aliases.{k}");
+        match v {
+            toml::Value::String(to) => {
+                out.push((k.to_ascii_lowercase(), to.trim().to_string()));
+            }
+            v => {
+                return Err(src.bad(
+                    &key,
+                    &v.to_string(),
+                    "must be a string: this host's MIG profile or feature, or \"\"",
+                ))
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// `default_mem_per_cpu`.
@@ -223,6 +250,10 @@ impl Settings {
                 .size_or_word("reserved_memory", 1 << 50, &[])?
                 .unwrap_or(0),
             job_pids_max: src.int("job_pids_max", 16, 4_194_304)? as u32,
+            aliases: aliases(src)?,
+            job_tmpdir: Some(src.string("job_tmpdir")?)
+                .filter(|s| !s.trim().is_empty())
+                .map(PathBuf::from),
             nccl,
             slurm_aliases: src.bool("slurm_aliases")?,
             srun_in_jobs: src.parsed("srun_in_jobs", SrunInJobs::parse)?,
@@ -302,6 +333,12 @@ impl Settings {
             ),
             ("reserved_memory", self.reserved_memory.to_string()),
             ("job_pids_max", self.job_pids_max.to_string()),
+            (
+                "job_tmpdir",
+                self.job_tmpdir
+                    .as_ref()
+                    .map_or_else(String::new, |p| p.display().to_string()),
+            ),
             ("nccl_mode", format!("{:?}", self.nccl)),
             ("slurm_aliases", self.slurm_aliases.to_string()),
             ("srun_in_jobs", format!("{:?}", self.srun_in_jobs)),

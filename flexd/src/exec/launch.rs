@@ -2,10 +2,10 @@
 //! reads its script and environment from the database, builds the job's environment
 //! (`gres_plugin::env::job_env`), picks its MASTER_PORT and starts its supervisor.
 
-use super::{expand_pattern, LaunchSpec};
+use super::LaunchSpec;
 use crate::config::SrunInJobs;
 use crate::store::{self, StoreError};
-use gres_plugin::env::{job_env, EnvUnit, JobEnvInput, NcclMode};
+use gres_plugin::env::{job_env, EnvUnit, JobEnvInput, NcclMode, TaskShape};
 use gres_plugin::JobId;
 use std::io::Write;
 use std::path::PathBuf;
@@ -36,6 +36,8 @@ pub(crate) struct Launch {
     pub host_mem: Option<gres_plugin::HostMem>,
     /// `job_pids_max`.
     pub pids_max: u32,
+    /// `job_tmpdir`.
+    pub job_tmpdir: Option<PathBuf>,
 }
 
 /// Whether a job gets flexrun's `srun`: never in front of a real Slurm's.
@@ -145,6 +147,16 @@ impl Launcher {
         let port = free_port().map_err(|e| format!("cannot find a free TCP port: {e}"))?;
         let submit_dir = row.submit_dir.display().to_string();
         let mut env = row.env;
+        let srun = srun_function(l.srun_in_jobs);
+        let o = &row.options;
+        let tasks = TaskShape {
+            ntasks: o.ntasks,
+            ntasks_per_node: o.ntasks_per_node,
+            cpus_per_task: o.cpus_per_task,
+            gpus_per_task: o.gpus_per_task,
+            gpus_per_node: o.gpus_per_node.clone(),
+            gpus: o.gpus.clone(),
+        };
         env.extend(job_env(&JobEnvInput {
             job_id: l.job.0,
             name: &row.name,
@@ -156,21 +168,24 @@ impl Launcher {
             master_port: port,
             nccl: &l.nccl,
             slurm_aliases: l.slurm_aliases,
-            srun: srun_function(l.srun_in_jobs),
+            srun,
             torchrun: l.torchrun_in_jobs,
             mem: (l.mem_bytes, l.host_mem),
+            tasks: &tasks,
+            restarts: row.restarts,
         }));
         env.push(("MASTER_PORT".into(), port.to_string()));
-        env.extend(task_count_env(
-            row.options.ntasks,
-            l.units.len(),
-            l.slurm_aliases,
-        ));
         if let Some((task, spec)) = &row.array {
             env.extend(super::array::array_env(task, spec, l.slurm_aliases));
         }
-        let task = row.array.as_ref().map(|(t, _)| *t);
-        let expand = |p: &str| expand_pattern(p, l.job.0, &row.name, &row.user, task);
+        let pattern_job = flex_proto::fname::PatternJob {
+            job: l.job.0,
+            array: row.array.as_ref().map(|(t, _)| (t.job.0, t.index)),
+            name: &row.name,
+            user: &row.user,
+            host: &l.host,
+        };
+        let expand = |p: &str| flex_proto::fname::expand(p, &pattern_job);
         let spec = LaunchSpec {
             job: l.job.0,
             uid: row.uid,
@@ -180,7 +195,16 @@ impl Launcher {
             script: row.script,
             args: row.args,
             env,
-            stdout: expand(row.stdout.as_deref().unwrap_or("flex-%j.out")),
+            // Slurm's defaults, under Flex's name: slurm-%j.out, slurm-%A_%a.out for an array.
+            stdout: expand(
+                row.stdout
+                    .as_deref()
+                    .unwrap_or(if pattern_job.array.is_some() {
+                        "flex-%A_%a.out"
+                    } else {
+                        "flex-%j.out"
+                    }),
+            ),
             stderr: row.stderr.as_deref().map(expand),
             cpus: l.bind_cpus.clone(),
             time_limit_s: l.time_limit_s,
@@ -197,10 +221,29 @@ impl Launcher {
             append: row.options.append,
             mem_bytes: l.mem_bytes,
             pids_max: l.pids_max,
+            tmpdir: l.job_tmpdir.clone(),
+            job_commands: self.job_commands(srun, l.torchrun_in_jobs),
         };
         let pid = self.start_supervisor(forker, &spec)?;
         tracing::info!("job {}: started, supervisor pid {pid}", l.job);
         Ok((pid, port))
+    }
+
+    /// The commands a job finds first on its PATH, as links to flexrun (which acts by the name
+    /// it is called by): `srun` and `scontrol` unless a real Slurm's must win, `torchrun`
+    /// where flexd.toml gives jobs flexrun's. None when no flexrun is beside flexd (the bash
+    /// functions in the environment still serve bash scripts).
+    fn job_commands(&self, srun: bool, torchrun: bool) -> Vec<(String, PathBuf)> {
+        let flexrun = self.exe.with_file_name("flexrun");
+        if !flexrun.is_file() {
+            return Vec::new();
+        }
+        let names = [("srun", srun), ("scontrol", srun), ("torchrun", torchrun)];
+        names
+            .into_iter()
+            .filter(|(_, on)| *on)
+            .map(|(n, _)| (n.to_string(), flexrun.clone()))
+            .collect()
     }
 
     /// Hand the spec to the supervisors' process, which forks the job's supervisor and answers
@@ -280,21 +323,6 @@ impl Forker {
     }
 }
 
-/// The job's own task count (`-n`), for its `srun`: `FLEX_NTASKS`, and with the Slurm aliases
-/// `SLURM_NTASKS` and `SLURM_TASKS_PER_NODE` (which otherwise count the leaves). Only when
-/// the job holds that many leaves: a rank needs a leaf of its own.
-fn task_count_env(ntasks: Option<u32>, leaves: usize, slurm: bool) -> Vec<(String, String)> {
-    let Some(n) = ntasks.filter(|&n| n as usize <= leaves) else {
-        return Vec::new();
-    };
-    let mut v = vec![("FLEX_NTASKS".to_string(), n.to_string())];
-    if slurm {
-        v.push(("SLURM_NTASKS".into(), n.to_string()));
-        v.push(("SLURM_TASKS_PER_NODE".into(), n.to_string()));
-    }
-    v
-}
-
 /// A TCP port free on 127.0.0.1 right now, for the job's rendezvous.
 fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
@@ -304,25 +332,6 @@ fn free_port() -> std::io::Result<u16> {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_task_count_needs_as_many_leaves() {
-        let names = |v: Vec<(String, String)>| {
-            v.into_iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(
-            names(super::task_count_env(Some(2), 4, true)),
-            ["FLEX_NTASKS=2", "SLURM_NTASKS=2", "SLURM_TASKS_PER_NODE=2"]
-        );
-        assert_eq!(
-            names(super::task_count_env(Some(2), 4, false)),
-            ["FLEX_NTASKS=2"]
-        );
-        assert!(super::task_count_env(Some(8), 4, true).is_empty());
-        assert!(super::task_count_env(None, 4, true).is_empty());
-    }
-
     #[test]
     fn srun_is_real_only_with_a_configuration() {
         let dir = tempfile::tempdir().unwrap();

@@ -11,6 +11,7 @@
 //! - [`affinity`]: model cores to real CPUs.
 //! - [`cgroup`]: cgroups per job where the host allows it, so nothing the job forks escapes
 //!   and it keeps to its memory, process count and cores.
+//! - [`tmpdir`]: each job's private temporary directory and in-job commands.
 
 pub(crate) mod affinity;
 pub(crate) mod array;
@@ -19,6 +20,7 @@ pub mod files;
 pub(crate) mod launch;
 pub(crate) mod spawn;
 pub mod supervisor;
+pub(crate) mod tmpdir;
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -65,44 +67,17 @@ pub(crate) struct LaunchSpec {
     /// The most processes and threads of the job (flexd.toml's `job_pids_max`); 0: no limit.
     #[serde(default)]
     pub pids_max: u32,
+    /// Where to make the job's private temporary directory (flexd.toml's `job_tmpdir`).
+    #[serde(default)]
+    pub tmpdir: Option<PathBuf>,
+    /// Commands to put first on the job's PATH, in its temporary directory: (name, target of
+    /// the link).
+    #[serde(default)]
+    pub job_commands: Vec<(String, PathBuf)>,
 }
 
 fn default_umask() -> u32 {
     0o022
-}
-
-/// Expand `%j` (job id), `%x` (job name), `%u` (user), `%A` (array job id; the job id outside
-/// an array), `%a` (array task index; 4294967294 outside an array, as Slurm) and `%%` in an
-/// output path pattern.
-pub(crate) fn expand_pattern(
-    pattern: &str,
-    job: u64,
-    name: &str,
-    user: &str,
-    array: Option<flex_proto::ArrayTask>,
-) -> String {
-    let mut out = String::with_capacity(pattern.len() + 8);
-    let mut it = pattern.chars();
-    while let Some(c) = it.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        match it.next() {
-            Some('j') => out.push_str(&job.to_string()),
-            Some('x') => out.push_str(name),
-            Some('u') => out.push_str(user),
-            Some('A') => out.push_str(&array.map_or(job, |a| a.job.0).to_string()),
-            Some('a') => out.push_str(&array.map_or(u32::MAX - 1, |a| a.index).to_string()),
-            Some('%') => out.push('%'),
-            Some(o) => {
-                out.push('%');
-                out.push(o);
-            }
-            None => out.push('%'),
-        }
-    }
-    out
 }
 
 /// The interpreter line of a script: the program and its optional single argument, as the
@@ -122,23 +97,6 @@ pub(crate) fn interpreter(script: &str) -> (String, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn patterns_expand() {
-        assert_eq!(
-            expand_pattern("out/%x-%j.%u.log", 7, "train", "ana", None),
-            "out/train-7.ana.log"
-        );
-        assert_eq!(expand_pattern("100%%-%q%", 1, "", "", None), "100%-%q%");
-        let task = flex_proto::ArrayTask {
-            job: gres_plugin::JobId(12),
-            index: 3,
-        };
-        assert_eq!(
-            expand_pattern("%A_%a-%j", 15, "", "", Some(task)),
-            "12_3-15"
-        );
-    }
 
     #[test]
     fn interpreters_read_like_the_kernel() {

@@ -25,6 +25,7 @@
 use super::cgroup::{self, Hierarchy, JobCgroup, Limits};
 use super::files::{self, write_atomic, RunFile, StatusFile};
 use super::spawn::{spawn_job, JobProcess};
+use super::tmpdir::JobTmp;
 use super::LaunchSpec;
 use crate::paths::{run_file, status_file};
 use flex_proto::{self as proto, Hello, JobState, Request, Response};
@@ -276,13 +277,32 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Hierarchy>) -> 
             Some("cancelled before it started".into()),
         );
     }
+    // The job's own TMPDIR, with its srun, scontrol and torchrun.
+    let tmp = match JobTmp::create(spec) {
+        Ok(t) => t,
+        Err(note) => {
+            remove_cg(cg.as_ref());
+            return ended(spec, JobState::Failed, Some(note));
+        }
+    };
+    let with_tmp = tmp.as_ref().map(|t| LaunchSpec {
+        env: t.environment(&spec.env, !spec.job_commands.is_empty()),
+        ..spec.clone()
+    });
+    let job = with_tmp.as_ref().unwrap_or(spec);
+    let clean = |cg: Option<&JobCgroup>, tmp: Option<JobTmp>| {
+        remove_cg(cg);
+        if let Some(t) = tmp {
+            t.remove();
+        }
+    };
     // The run file names the job's process group and cgroup before the job runs.
-    let mut child = match spawn_job(spec, cg.as_ref(), |pid| {
+    let mut child = match spawn_job(job, cg.as_ref(), |pid| {
         write_run(run_dir, spec, pid as i32, cg.as_ref())
     }) {
         Ok(c) => c,
         Err(note) => {
-            remove_cg(cg.as_ref());
+            clean(cg.as_ref(), tmp);
             return ended(spec, JobState::Failed, Some(note));
         }
     };
@@ -293,7 +313,7 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Hierarchy>) -> 
     let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
     let max_rss = peak_memory(cg.as_ref());
     let oom_killed = cg.as_ref().is_some_and(JobCgroup::oom_killed);
-    remove_cg(cg.as_ref());
+    clean(cg.as_ref(), tmp);
     let state = state.unwrap_or(if status.code() == Some(0) {
         JobState::Completed
     } else {

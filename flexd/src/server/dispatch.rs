@@ -13,7 +13,8 @@ pub(crate) async fn dispatch(shared: &Shared, peer: &Peer, req: Request) -> Resp
     let now = unix_now();
     match req {
         Request::Submit(spec) => submit::submit(shared, peer, spec, now).await,
-        Request::TestOnly(spec) => {
+        Request::TestOnly(mut spec) => {
+            submit::default_account(shared, peer, &mut spec);
             shared.with_core(|c| test_only::test_only(&c.settings, &mut c.state, peer, spec, now))
         }
         Request::Queue(f) => shared.with_core(|c| queue::queue(&c.state, &f)),

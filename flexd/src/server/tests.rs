@@ -534,7 +534,10 @@ fn pending_jobs_behind_the_head_get_estimated_starts() {
 fn answers_are_framed_as_the_protocol_frames_them() {
     let answers = [
         Response::Pong,
-        Response::Submitted(flex_proto::SubmitReply { job: JobId(7) }),
+        Response::Submitted(flex_proto::SubmitReply {
+            job: JobId(7),
+            warnings: Vec::new(),
+        }),
         Response::error(ErrorKind::LimitExceeded, "max_frame_bytes = 1 \u{e9}\"\n"),
         Response::Queue(flex_proto::QueuePage {
             jobs: Vec::new(),

@@ -161,6 +161,7 @@ impl State {
             mem_bytes: alloc.mem_bytes,
             host_mem: row.request.host_mem,
             pids_max: s.job_pids_max,
+            job_tmpdir: s.job_tmpdir.clone(),
         }
     }
 

@@ -58,6 +58,8 @@ pub struct LaunchRow {
     pub signal: Option<flex_proto::WarnSignal>,
     /// `--open-mode`, `--mail-type` and the other options of how it runs.
     pub options: flex_proto::JobOptions,
+    /// How many times it was requeued (Slurm's `SLURM_RESTART_COUNT`).
+    pub restarts: u32,
 }
 
 const ROW_COLUMNS: &str = "id, name, uid, gid, user, account, request, priority, state,
@@ -178,7 +180,7 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
     let mut st = conn.prepare_cached(
         "SELECT j.name, j.user, j.uid, j.gid, COALESCE(s.body, j.script), j.args,
             COALESCE(e.body, j.env), j.workdir, j.submit_dir, j.stdout, j.stderr, j.array_job,
-            j.array_task, j.array_spec, j.umask, j.warn_signal, j.options
+            j.array_task, j.array_spec, j.umask, j.warn_signal, j.options, j.restarts
          FROM jobs j LEFT JOIN envs e ON e.id = j.env_id LEFT JOIN scripts s ON s.id = j.script_id
          WHERE j.id = ?1",
     )?;
@@ -205,6 +207,7 @@ fn launch_from_row(id: u64, r: &rusqlite::Row) -> Result<LaunchRow, StoreError> 
     let umask: Option<u32> = r.get(14)?;
     let warn_signal: Option<String> = r.get(15)?;
     let options: Option<String> = r.get(16)?;
+    let restarts: u32 = r.get(17)?;
     let array = match (array_job, array_task, array_spec) {
         (Some(job), Some(index), Some(spec)) => Some((
             flex_proto::ArrayTask {
@@ -236,5 +239,6 @@ fn launch_from_row(id: u64, r: &rusqlite::Row) -> Result<LaunchRow, StoreError> 
             .map(|o| json(id, "options", &o))
             .transpose()?
             .unwrap_or_default(),
+        restarts,
     })
 }

@@ -68,11 +68,26 @@ pub struct JobOptions {
     /// `--mail-type` and `--mail-user`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mail: Option<Mail>,
-    /// `-n/--ntasks` (or `--ntasks-per-node`): the ranks a job script's `srun` starts when its
-    /// line does not say (`FLEX_NTASKS`, and `SLURM_NTASKS` with the Slurm aliases), when the
-    /// job holds at least that many leaves; None: one rank per leaf.
+    /// `-n/--ntasks` (or `--ntasks-per-node`): the tasks a job script's `srun` starts when its
+    /// line does not say (`FLEX_NTASKS`, and `SLURM_NTASKS` with the Slurm aliases); None: one,
+    /// as in Slurm.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ntasks: Option<u32>,
+    /// `--ntasks-per-node`, as given (`SLURM_NTASKS_PER_NODE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ntasks_per_node: Option<u32>,
+    /// `-c`: each task's cores (`SLURM_CPUS_PER_TASK`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus_per_task: Option<u32>,
+    /// `--gpus-per-task`: each task's leaves, bound to it (`SLURM_GPUS_PER_TASK`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus_per_task: Option<u32>,
+    /// `--gpus-per-node` as given (`SLURM_GPUS_PER_NODE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus_per_node: Option<String>,
+    /// `-G/--gpus` as given (`SLURM_GPUS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<String>,
 }
 
 impl JobOptions {

@@ -12,6 +12,7 @@
 //! - [`array`]: job arrays, dependencies and job references (`12_[3-5]`) as Slurm writes them.
 //! - [`job`]: [`JobSpec`], [`JobState`], [`JobView`]; [`rows`]: flexq's compact rows.
 //! - [`text`]: numbers and sizes as the tables print them.
+//! - [`fname`]: sbatch's filename patterns (`%j`, `%3a`, ...) for the output files.
 //! - [`config`]: the few keys of flexd.toml the commands read (the socket, the script limits),
 //!   and the one parser of sizes in flexd.toml, which flexd uses too.
 //!
@@ -29,6 +30,7 @@
 pub mod array;
 pub mod config;
 pub mod constraint;
+pub mod fname;
 pub mod frame;
 pub mod job;
 pub mod messages;

@@ -320,6 +320,9 @@ pub struct WouldStart {
     pub estimated_start: Option<u64>,
     /// Why it would wait, if it would.
     pub reason: Option<String>,
+    /// As [`SubmitReply::warnings`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -370,7 +373,7 @@ pub struct ErrorReply {
 pub enum Response {
     Hello(HelloReply),
     Submitted(SubmitReply),
-    WouldStart(WouldStart),
+    WouldStart(Box<WouldStart>),
     /// One page of a listing, jobs in id order. When `next` names a job, the listing goes on
     /// after it and flexd sends the next page right behind this one, unasked: a long listing
     /// never holds flexd up or fills its memory at once, and the client reads page after
@@ -400,9 +403,12 @@ pub struct HelloReply {
 }
 
 /// A submission committed to disk, with its id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubmitReply {
     pub job: JobId,
+    /// What flexd accepted but ignored (a GPU type or feature its `[aliases]` accepts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One page of a full listing (`Queue`), jobs in id order; `next` names the last job of the

@@ -179,6 +179,8 @@ pub struct Built {
     pub warnings: Vec<String>,
     /// What flexsub filled in for the user (said on stderr, not a problem).
     pub notes: Vec<String>,
+    /// The script lines that set options (`job.sh:3: #SBATCH --qos=x`), for flexd's answers.
+    pub origins: Vec<(Key, String)>,
 }
 
 /// The script text and the name it is known by in messages.
@@ -313,7 +315,9 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
     }
     script::check_directive_count(&shown, &text, limits.max_directives).map_err(Error::Input)?;
     let mut s = Settings::default();
-    let mut warnings = script::apply_directives(&shown, &text, &mut s).map_err(Error::Input)?;
+    let mut origins = Vec::new();
+    let mut warnings = script::apply_directives_noting(&shown, &text, &mut s, &mut origins)
+        .map_err(Error::Input)?;
     warnings.extend(apply_command_line(m, &mut s)?);
     let mut notes = Vec::new();
     if s.time_limit_s.is_none() {
@@ -367,6 +371,11 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
         nice: s.nice.unwrap_or(0),
         options: Box::new(flex_proto::JobOptions {
             ntasks: s.tasks(),
+            ntasks_per_node: s.ntasks_per_node,
+            cpus_per_task: s.cpus_per_task,
+            gpus_per_task: s.gpus_per_task,
+            gpus_per_node: s.gpus_per_node_spec.clone(),
+            gpus: s.gpus_spec.clone(),
             ..s.options.clone()
         }),
         queue: Box::new(s.queue.clone()),
@@ -378,6 +387,7 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
         estimate,
         warnings,
         notes,
+        origins,
     })
 }
 
@@ -422,9 +432,13 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
     match action {
         Action::Submit { parsable, wait } => {
             let mut client = Client::connect("flexsub")?;
-            let job = match client.call(&Request::Submit(built.spec))? {
-                Response::Submitted(flex_proto::SubmitReply { job }) => job,
-                other => return Err(crate::client::into_error(other)),
+            let reply = client.call(&Request::Submit(built.spec));
+            let job = match reply.map_err(|e| locate(e, &built.origins))? {
+                Response::Submitted(flex_proto::SubmitReply { job, warnings }) => {
+                    warn(&warnings, &built.origins);
+                    job
+                }
+                other => return Err(locate(crate::client::into_error(other), &built.origins)),
             };
             say_notes();
             if parsable {
@@ -438,7 +452,8 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
             }
         }
         Action::TestOnly { json } => {
-            let ws = test_only(built.spec)?;
+            let ws = test_only(built.spec).map_err(|e| locate(e, &built.origins))?;
+            warn(&ws.warnings, &built.origins);
             say_notes();
             if json {
                 let text = serde_json::to_string_pretty(&ws).expect("protocol types serialize");
@@ -456,7 +471,7 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
             let fit = Client::connect("flexsub")
                 .and_then(|mut c| c.call(&Request::TestOnly(built.spec)))
                 .and_then(|r| match r {
-                    Response::WouldStart(ws) => Ok(ws),
+                    Response::WouldStart(ws) => Ok(*ws),
                     other => Err(crate::client::into_error(other)),
                 });
             return estimate_report(out, &b, fit, json);
@@ -465,9 +480,61 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
     Ok(crate::error::exit::OK)
 }
 
+/// flexd's warnings, each after the script line it is about.
+fn warn(warnings: &[String], origins: &[(Key, String)]) {
+    for w in warnings {
+        eprintln!("flexsub: warning: {}", locate_text(w, origins));
+    }
+}
+
+/// The options a message from flexd is about, by the words it uses.
+fn implicated(message: &str) -> &'static [Key] {
+    const GPU: &[Key] = &[
+        Key::Gres,
+        Key::Gpus,
+        Key::GpusPerNode,
+        Key::GpusPerTask,
+        Key::LeafType,
+    ];
+    let m = message.to_ascii_lowercase();
+    let table: [(&str, &'static [Key]); 7] = [
+        ("gpu type", GPU),
+        ("--constraint", &[Key::Constraint]),
+        ("qos", &[Key::Qos]),
+        ("account", &[Key::Account]),
+        ("time limit", &[Key::Time]),
+        ("depend", &[Key::Dependency]),
+        ("array", &[Key::Array]),
+    ];
+    table
+        .into_iter()
+        .find(|(word, _)| m.contains(word))
+        .map_or(&[], |(_, keys)| keys)
+}
+
+/// `message` after the script line that set the option it is about, when a line did.
+fn locate_text(message: &str, origins: &[(Key, String)]) -> String {
+    let keys = implicated(message);
+    match origins.iter().rev().find(|(k, _)| keys.contains(k)) {
+        Some((_, at)) => format!("{at}: {message}"),
+        None => message.to_string(),
+    }
+}
+
+/// flexd's refusal of a script's job, naming the line it is about.
+fn locate(e: Error, origins: &[(Key, String)]) -> Error {
+    match e {
+        Error::Daemon { kind, message } => Error::Daemon {
+            kind,
+            message: locate_text(&message, origins),
+        },
+        other => other,
+    }
+}
+
 fn test_only(spec: JobSpec) -> Result<WouldStart, Error> {
     match Client::connect("flexsub")?.call(&Request::TestOnly(spec))? {
-        Response::WouldStart(ws) => Ok(ws),
+        Response::WouldStart(ws) => Ok(*ws),
         other => Err(crate::client::into_error(other)),
     }
 }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 mod slurm;
 mod table;
-pub use slurm::SLURM_OPTIONS;
+pub use slurm::{expand_hostlist, SLURM_OPTIONS};
 pub use table::{all, by_long, by_short, Key, OptSpec, OPTIONS};
 
 /// What the options asked for so far.
@@ -28,6 +28,9 @@ pub struct Settings {
     pub ntasks: Option<u32>,
     pub ntasks_per_node: Option<u32>,
     pub gpus_per_task: Option<u32>,
+    /// `--gpus` and `--gpus-per-node` as given, for the job's `SLURM_GPUS`/`_PER_NODE`.
+    pub gpus_spec: Option<String>,
+    pub gpus_per_node_spec: Option<String>,
     pub leaves: Option<u32>,
     pub leaf_type: Option<String>,
     /// `--gpu-fraction`: a share of GPU compute, in GPUs.
@@ -186,6 +189,7 @@ impl Settings {
             Key::Gpus => {
                 let (n, t) = parse_gpus(v, true)?;
                 self.set_leaves(n, t);
+                self.gpus_spec = Some(v.trim().to_string());
             }
             Key::GpuFraction => self.gpu_fraction = Some(units::parse_fraction(v).map_err(e)?),
             Key::Mem | Key::MemPerCpu | Key::MemPerGpu => {

@@ -325,6 +325,7 @@ pub(super) fn apply(s: &mut Settings, spec: &OptSpec, v: &str) -> Result<Option<
         Key::GpusPerNode => {
             let (n, kind) = super::parse_gpus(v, true)?;
             s.set_leaves(n, kind);
+            s.gpus_per_node_spec = Some(v.trim().to_string());
         }
         Key::GpusPerTask => {
             let (n, kind) = super::parse_gpus(v, false)?;
@@ -445,7 +446,7 @@ fn check_hosts(spec: &OptSpec, v: &str, host: &str, wanted: bool) -> Result<(), 
 
 /// Slurm's host list: names separated by commas, `node[1-3,7]` for node1, node2, node3, node7
 /// (a range keeps its zero padding: `gpu[08-10]`).
-pub(super) fn expand_hostlist(v: &str) -> Result<Vec<String>, String> {
+pub fn expand_hostlist(v: &str) -> Result<Vec<String>, String> {
     let bad = |why: &str| format!("invalid host list {v:?}: {why}");
     let mut out = Vec::new();
     let mut rest = v.trim();

@@ -128,7 +128,7 @@ pub const OPTIONS: &[OptSpec] = &[
         "output",
         Some('o'),
         Some("PATTERN"),
-        "stdout file; %j job id, %x job name, %u user, %A array job id, %a array task index, %% a percent sign",
+        "stdout file; %j job id, %x job name, %u user, %A array job id, %a array task index, %N host, %J %s %n %t as sbatch, %% a percent sign; %3a pads with zeros",
     ),
     opt(
         Key::Error,

@@ -159,7 +159,10 @@ fn cores_follow_tasks_and_gpus_follow_nodes_and_tasks() {
     let r = req(&[("gpus-per-node", "a100:2")]);
     assert_eq!((r.leaves, r.leaf_type.as_deref()), (Some(2), Some("a100")));
     let r = req(&[("gpus", "1g.10gb:1")]);
-    assert_eq!((r.leaves, r.leaf_type.as_deref()), (Some(1), Some("1g.10gb")));
+    assert_eq!(
+        (r.leaves, r.leaf_type.as_deref()),
+        (Some(1), Some("1g.10gb"))
+    );
     let r = req(&[("ntasks", "2"), ("gpus-per-task", "1g.10gb:1")]);
     assert_eq!(
         (r.leaves, r.leaf_type.as_deref()),

@@ -315,12 +315,14 @@ pub fn samples() -> Vec<Msg> {
         })),
         Msg::Response(Response::Submitted(flex_proto::SubmitReply {
             job: JobId(42),
+            warnings: Vec::new(),
         })),
-        Msg::Response(Response::WouldStart(WouldStart {
+        Msg::Response(Response::WouldStart(Box::new(WouldStart {
             alloc: Some(alloc()),
             estimated_start: Some(1_795_516_200),
             reason: Some("Resources".into()),
-        })),
+            warnings: Vec::new(),
+        }))),
         Msg::Response(Response::Queue(flex_proto::QueuePage {
             jobs: vec![ended, running],
             next: Some(JobId(41)),

@@ -13,11 +13,10 @@ use gres_plugin::{HostMem, JobId, Request as ResourceRequest};
 
 /// Commit a submission and answer with its id once it is on disk.
 pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now: u64) -> Response {
-    if spec.account.as_deref().is_none_or(str::is_empty) {
-        spec.account = Some(shared.acct.default_account(peer));
-    }
-    let prepared = shared.with_core(|c| prepare_submit(&c.settings, &mut c.state, peer, spec, now));
-    let job = match prepared {
+    default_account(shared, peer, &mut spec);
+    let prepared =
+        shared.with_core(|c| prepare_submit_warned(&c.settings, &mut c.state, peer, spec, now));
+    let (job, warnings) = match prepared {
         Ok(j) => j,
         Err(r) => return r,
     };
@@ -28,7 +27,7 @@ pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now:
         Ok(Ok((id, job))) => {
             tracing::debug!("job {id}: submitted by {} (uid {})", peer.user, peer.uid);
             shared.with_core(|c| c.state.add_submitted(&c.settings, id, *job));
-            Response::Submitted(flex_proto::SubmitReply { job: id })
+            Response::Submitted(flex_proto::SubmitReply { job: id, warnings })
         }
         failed => {
             let e = match failed {
@@ -44,6 +43,13 @@ pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now:
     }
 }
 
+/// The user's default account for a job that names none.
+pub(crate) fn default_account(shared: &Shared, peer: &Peer, spec: &mut JobSpec) {
+    if spec.account.as_deref().is_none_or(str::is_empty) {
+        spec.account = Some(shared.acct.default_account(peer));
+    }
+}
+
 /// Check a submission and fill in the configured defaults (time limit and cores per leaf of
 /// 0 mean "not given").
 pub(crate) fn validate(
@@ -51,11 +57,11 @@ pub(crate) fn validate(
     st: &State,
     peer: &Peer,
     mut spec: JobSpec,
-) -> Result<JobSpec, Response> {
+) -> Result<(JobSpec, Vec<String>), Response> {
     check_peer(st, peer)?;
     check_script_and_paths(s, &spec)?;
     check_names(s, &mut spec)?;
-    check_host_options(st, &mut spec)?;
+    let warnings = check_host_options(s, st, &mut spec)?;
     fill_time_and_cores(s, &mut spec.request)?;
     fill_memory(s, st, &mut spec.request);
     if let Err(why) = st.cluster.admit(&pending(JobId(u64::MAX), &spec)) {
@@ -64,7 +70,7 @@ pub(crate) fn validate(
             format!("unsatisfiable: {why}"),
         ));
     }
-    Ok(spec)
+    Ok((spec, warnings))
 }
 
 /// A flexd that does not run as root runs jobs only for its own user.
@@ -159,48 +165,130 @@ fn check_names(s: &Settings, spec: &mut JobSpec) -> Result<(), Response> {
     Ok(())
 }
 
-/// `--constraint` against the host's features (an impossible one is refused); a GPU model
-/// given as the type of `--gres=gpu:TYPE:N` (`a100`) read as such a feature rather than as a
-/// leaf profile; `--exclusive` (also as an older flexsub sends it, among the job's options)
-/// marked on the request: the core gives such a job all of an idle host.
-fn check_host_options(st: &State, spec: &mut JobSpec) -> Result<(), Response> {
-    if let Some(t) = spec.request.leaf_type.as_deref() {
-        let feature = t.to_ascii_lowercase();
-        let mut hosts = st.cluster.hosts().map(|(_, h)| h);
-        let is_model = hosts.all(|h| {
-            !h.leaves.iter().any(|l| l.profile.eq_ignore_ascii_case(t))
-                && host_features(h).contains(&feature)
-        });
-        if is_model && st.cluster.hosts().next().is_some() {
-            spec.request.leaf_type = None;
-        }
+/// `--constraint` against the host's features (an impossible one is refused); the type of
+/// `--gres=gpu:TYPE:N` (and `--gpus=TYPE:N`) against the host's MIG profiles and models (a
+/// model, `a100`, asks for any leaves of it); both through flexd.toml's `[aliases]`, and a
+/// type the host has not refused with the host's own; `--exclusive` (also as an older flexsub
+/// sends it, among the job's options) marked on the request: the core gives such a job all of
+/// an idle host. Returns what was accepted and ignored, for the user.
+fn check_host_options(
+    s: &Settings,
+    st: &State,
+    spec: &mut JobSpec,
+) -> Result<Vec<String>, Response> {
+    let mut warnings = Vec::new();
+    let hosts: Vec<&gres_plugin::HostModel> = st.cluster.hosts().map(|(_, h)| h).collect();
+    let features: Vec<String> = hosts.iter().flat_map(|h| host_features(h)).collect();
+    let alias = |name: &str| {
+        let name = name.to_ascii_lowercase();
+        s.aliases
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.clone())
+    };
+    if let (Some(t), false) = (spec.request.leaf_type.clone(), hosts.is_empty()) {
+        let profile = |t: &str| {
+            hosts
+                .iter()
+                .flat_map(|h| h.leaves.iter())
+                .find(|l| l.profile.eq_ignore_ascii_case(t))
+                .map(|l| l.profile.clone())
+        };
+        let feature = |t: &str| features.contains(&t.to_ascii_lowercase());
+        spec.request.leaf_type = match (profile(&t), feature(&t), alias(&t)) {
+            (Some(p), ..) => Some(p),
+            (None, true, _) => None,
+            (None, false, Some(to)) if to.is_empty() => {
+                warnings.push(format!(
+                    "GPU type {t} is accepted and ignored (flexd.toml's [aliases]): the job \
+                     gets any leaves"
+                ));
+                None
+            }
+            (None, false, Some(to)) => match (profile(&to), feature(&to)) {
+                (Some(p), _) => Some(p),
+                (None, true) => None,
+                (None, false) => {
+                    return Err(unsatisfiable_type(&t, Some(&to), &hosts, &features));
+                }
+            },
+            (None, false, None) => return Err(unsatisfiable_type(&t, None, &hosts, &features)),
+        };
     }
     if let Some(text) = &spec.options.constraint {
         let c =
             flex_proto::Constraint::parse(text).map_err(|e| err(ErrorKind::InvalidRequest, e))?;
-        let fits = st.cluster.hosts().any(|(_, h)| {
-            let features = host_features(h);
-            c.holds(&|f| features.iter().any(|h| h == f))
+        // A feature the host lacks may be another cluster's name for one it has, or one the
+        // site accepts ("").
+        let ignored = std::cell::RefCell::new(Vec::new());
+        let fits = c.holds(&|f| {
+            features.iter().any(|h| h == f)
+                || alias(f).is_some_and(|to| {
+                    if to.is_empty() {
+                        ignored.borrow_mut().push(f.to_string());
+                    }
+                    to.is_empty() || features.contains(&to.to_ascii_lowercase())
+                })
         });
+        let mut ignored = ignored.into_inner();
         if !fits {
-            let have: Vec<String> = st
-                .cluster
-                .hosts()
-                .flat_map(|(_, h)| host_features(h))
-                .collect();
             return Err(err(
                 ErrorKind::Unsatisfiable,
                 format!(
-                    "unsatisfiable: --constraint={text}: this host's features are {}",
-                    have.join(", ")
+                    "unsatisfiable: --constraint={text}: this host's features are {}; \
+                     flexd.toml's [aliases] can map other clusters' names to them",
+                    features.join(", ")
                 ),
+            ));
+        }
+        ignored.sort();
+        ignored.dedup();
+        for f in ignored {
+            warnings.push(format!(
+                "--constraint feature {f} is accepted and ignored (flexd.toml's [aliases])"
             ));
         }
     }
     if spec.options.exclusive {
         spec.request.exclusive = true;
     }
-    Ok(())
+    Ok(warnings)
+}
+
+/// The refusal of a GPU type the host does not have: its own types, and how to ask.
+fn unsatisfiable_type(
+    t: &str,
+    alias: Option<&str>,
+    hosts: &[&gres_plugin::HostModel],
+    features: &[String],
+) -> Response {
+    let mut profiles: Vec<&str> = hosts
+        .iter()
+        .flat_map(|h| h.leaves.iter().map(|l| l.profile.as_str()))
+        .collect();
+    profiles.sort_unstable();
+    profiles.dedup();
+    // The GPUs' own features (model words, memory), not the profiles already listed.
+    let models: Vec<&str> = features
+        .iter()
+        .map(String::as_str)
+        .filter(|f| *f != "mig" && !profiles.iter().any(|p| p.eq_ignore_ascii_case(f)))
+        .collect();
+    let what = match alias {
+        Some(to) => format!("GPU type {t} (flexd.toml's [aliases] maps it to {to}, which"),
+        None => format!("GPU type {t} (which"),
+    };
+    err(
+        ErrorKind::Unsatisfiable,
+        format!(
+            "unsatisfiable: {what} this host does not have): this host's GPU types are {} \
+             (MIG profiles) and {} (models and features of its GPUs); ask for --gres=gpu:{}:N, or --gres=gpu:N for any \
+             leaves, or have flexd.toml's [aliases] map {t}",
+            profiles.join(", "),
+            if models.is_empty() { "none".to_string() } else { models.join(", ") },
+            profiles.first().copied().unwrap_or("TYPE"),
+        ),
+    )
 }
 
 /// What `--constraint` can name on a host, lowercase: the words of its GPUs' model names
@@ -285,6 +373,7 @@ pub(crate) fn pending(id: JobId, spec: &JobSpec) -> PendingJob {
 /// returned job and then calls `State::add_submitted` (or `State::abandon_submission` when
 /// the commit fails). With an empty queue the job may be placed here already (see
 /// `State::start_now`).
+#[cfg(test)]
 pub(crate) fn prepare_submit(
     s: &Settings,
     st: &mut State,
@@ -292,7 +381,69 @@ pub(crate) fn prepare_submit(
     spec: JobSpec,
     now: u64,
 ) -> Result<NewJob, Response> {
-    let spec = validate(s, st, peer, spec)?;
+    prepare_submit_warned(s, st, peer, spec, now).map(|(job, _)| job)
+}
+
+/// [`prepare_submit`], and what was accepted and ignored, for the user.
+fn prepare_submit_warned(
+    s: &Settings,
+    st: &mut State,
+    peer: &Peer,
+    spec: JobSpec,
+    now: u64,
+) -> Result<(NewJob, Vec<String>), Response> {
+    let Admitted {
+        spec,
+        tasks,
+        texts,
+        limited,
+        warnings,
+    } = admissible(s, st, peer, spec)?;
+    let held = st.begin_submission(peer.uid, spec.qos.as_deref(), tasks, texts);
+    // A job a limit may hold back goes through a pass, where limits are decided; so does one
+    // that waits for eligibility (an array, a dependency, a hold, a begin time).
+    let q = &spec.queue;
+    let plain = q.array.is_none()
+        && q.dependency.is_none()
+        && !q.hold
+        && q.begin.is_none_or(|t| t <= now)
+        && !limited;
+    let start = plain.then(|| st.start_now(s, &spec.request, now)).flatten();
+    let job = NewJob {
+        account: spec.account.clone().unwrap_or_default(),
+        uid: peer.uid,
+        gid: peer.gid,
+        user: peer.user.clone(),
+        priority: 0,
+        spec,
+        submit_time: now,
+        start,
+        held,
+    };
+    Ok((job, warnings))
+}
+
+/// A submission that passed every check.
+pub(crate) struct Admitted {
+    pub spec: JobSpec,
+    /// How many jobs it queues (an array's tasks).
+    pub tasks: u32,
+    pub texts: [Text; 2],
+    /// A limit may hold it back.
+    pub limited: bool,
+    /// What was accepted and ignored, for the user.
+    pub warnings: Vec<String>,
+}
+
+/// Everything a submission is checked against, for Submit and TestOnly alike: the job itself
+/// ([`validate`]), its dependencies and queueing options, the user's limits and its QOS.
+pub(crate) fn admissible(
+    s: &Settings,
+    st: &State,
+    peer: &Peer,
+    spec: JobSpec,
+) -> Result<Admitted, Response> {
+    let (spec, warnings) = validate(s, st, peer, spec)?;
     check_queueing(s, st, &spec)?;
     let tasks = task_count(&spec);
     let max = s.limits.max_queued_per_user;
@@ -324,26 +475,12 @@ pub(crate) fn prepare_submit(
         ));
     }
     let (spec, limited) = check_qos(s, st, peer, spec, tasks)?;
-    let held = st.begin_submission(peer.uid, spec.qos.as_deref(), tasks, texts);
-    // A job a limit may hold back goes through a pass, where limits are decided; so does one
-    // that waits for eligibility (an array, a dependency, a hold, a begin time).
-    let q = &spec.queue;
-    let plain = q.array.is_none()
-        && q.dependency.is_none()
-        && !q.hold
-        && q.begin.is_none_or(|t| t <= now)
-        && !limited;
-    let start = plain.then(|| st.start_now(s, &spec.request, now)).flatten();
-    Ok(NewJob {
-        account: spec.account.clone().unwrap_or_default(),
-        uid: peer.uid,
-        gid: peer.gid,
-        user: peer.user.clone(),
-        priority: 0,
+    Ok(Admitted {
         spec,
-        submit_time: now,
-        start,
-        held,
+        tasks,
+        texts,
+        limited,
+        warnings,
     })
 }
 

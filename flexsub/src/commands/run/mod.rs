@@ -9,12 +9,14 @@
 //! ranks' groups. flexrun exits with the status of the first rank to fail; the other ranks then
 //! get SIGTERM after a grace period and SIGKILL [`KILL_AFTER`] later.
 
+mod scontrol;
 mod srun;
 mod torchrun;
 mod watchdog;
 
+pub use scontrol::scontrol;
 pub use srun::srun_args;
-pub use torchrun::torchrun_args;
+pub use torchrun::{launch_args, torchrun_args};
 
 use crate::error::{exit, Error};
 use clap::Parser;
@@ -57,6 +59,9 @@ pub struct Args {
     /// Each rank told it is alone on its node (LOCAL_RANK 0): torchrun's personality.
     #[arg(skip)]
     pub ranks_as_nodes: bool,
+    /// Slurm tasks instead of one rank per leaf: srun's personality.
+    #[arg(skip)]
+    pub tasks: Option<Tasks>,
     /// The program and its arguments.
     #[arg(
         required = true,
@@ -65,6 +70,15 @@ pub struct Args {
         value_name = "CMD"
     )]
     pub command: Vec<OsString>,
+}
+
+/// The tasks of an `srun` line, as Slurm starts them: `ntasks` processes (`-n`, else the job's
+/// `-n`, else 1), each with its share of the leaves (`gpus_per_task` each when given) and
+/// `cpus_per_task` cores when given.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tasks {
+    pub gpus_per_task: Option<u32>,
+    pub cpus_per_task: Option<u32>,
 }
 
 /// How a rank's cores become real ones; shared with the Slurm plugin (gres_plugin::cpus).
@@ -128,6 +142,9 @@ fn spawn_rank(
     cmd.args(&a.command[1..])
         .envs(rank_env(plan, r, ld.as_deref()))
         .process_group(0);
+    if let Some(c) = a.tasks.and_then(|t| t.cpus_per_task) {
+        cmd.env("SLURM_CPUS_PER_TASK", c.to_string());
+    }
     if a.ranks_as_nodes {
         cmd.envs([
             ("LOCAL_RANK", "0"),
@@ -201,6 +218,14 @@ fn plan_ranks(a: &Args) -> Result<(gres_plugin::env::RankPlan, usize), Error> {
     // A Flex job's plan, or inside a Slurm allocation Slurm's (gres_plugin::slurm::step).
     let mut plan =
         gres_plugin::slurm::step::flexrun_plan(&|k| std::env::var(k).ok()).map_err(Error::Input)?;
+    if let Some(t) = a.tasks {
+        let n = a.ntasks.unwrap_or(1) as usize;
+        let per = |x: Option<u32>| x.map(|x| x as usize);
+        let plan = plan
+            .into_tasks(n, per(t.gpus_per_task), per(t.cpus_per_task))
+            .map_err(|e| Error::Input(format!("srun: {e}")))?;
+        return Ok((plan, n));
+    }
     let n = match a.ntasks {
         Some(n) if n as usize > plan.uuids.len() => {
             return Err(Error::Input(format!(

@@ -13,10 +13,8 @@ use std::ffi::OsString;
 const IGNORED_WITH_VALUE: &[&str] = &[
     "gres",
     "gpus",
-    "gpus-per-task",
     "gpus-per-node",
     "gpu-bind",
-    "cpus-per-task",
     "cpus-per-gpu",
     "cpu-bind",
     "cpu_bind",
@@ -39,7 +37,7 @@ const IGNORED_WITH_VALUE: &[&str] = &[
     "signal",
     "chdir",
 ];
-const IGNORED_SHORT_WITH_VALUE: &[char] = &['c', 'G', 'J', 'p', 't', 'A', 'm', 'W', 'K', 'D'];
+const IGNORED_SHORT_WITH_VALUE: &[char] = &['G', 'J', 'p', 't', 'A', 'm', 'W', 'K', 'D'];
 
 /// srun flags that do nothing here.
 const IGNORED_FLAGS: &[&str] = &[
@@ -78,8 +76,16 @@ fn takes_value(name: &str) -> bool {
     let short = |list: &[char]| {
         name.chars().count() == 1 && list.contains(&name.chars().next().unwrap_or('-'))
     };
-    matches!(name, "n" | "ntasks" | "ntasks-per-node" | "N" | "nodes")
-        || IGNORED_WITH_VALUE.contains(&name) && !IGNORED_FLAGS.contains(&name)
+    matches!(
+        name,
+        "n" | "ntasks"
+            | "ntasks-per-node"
+            | "N"
+            | "nodes"
+            | "c"
+            | "cpus-per-task"
+            | "gpus-per-task"
+    ) || IGNORED_WITH_VALUE.contains(&name) && !IGNORED_FLAGS.contains(&name)
         || short(IGNORED_SHORT_WITH_VALUE) && !short(IGNORED_SHORT_FLAGS)
 }
 
@@ -90,6 +96,14 @@ fn apply(a: &mut Args, name: &str, value: Option<&str>, shown: &str) -> Result<(
     };
     match (name, value) {
         ("n" | "ntasks" | "ntasks-per-node", Some(v)) => a.ntasks = Some(count(shown, v)?),
+        ("c" | "cpus-per-task", Some(v)) => {
+            a.tasks.get_or_insert_with(Default::default).cpus_per_task = Some(count(shown, v)?)
+        }
+        ("gpus-per-task", Some(v)) => {
+            // `[TYPE:]N`: the type is the job's already.
+            let n = v.rsplit_once(':').map_or(v, |(_, n)| n);
+            a.tasks.get_or_insert_with(Default::default).gpus_per_task = Some(count(shown, n)?)
+        }
         ("N" | "nodes", Some(v)) => {
             if v != "1" && v != "1-1" {
                 return Err(Error::Input(format!(
@@ -109,8 +123,8 @@ fn apply(a: &mut Args, name: &str, value: Option<&str>, shown: &str) -> Result<(
                 || short(IGNORED_SHORT_FLAGS) => {}
         _ => {
             return Err(Error::Input(format!(
-                "srun {shown}: not an option Flex's srun knows (it runs one rank per leaf of \
-                 the job, or -n of them)"
+                "srun {shown}: not an option Flex's srun knows (it starts the job's tasks, or \
+                 -n of them)"
             )))
         }
     }
@@ -125,6 +139,7 @@ pub fn srun_args(words: &[OsString]) -> Result<Args, Error> {
         ntasks: None,
         grace: 5,
         ranks_as_nodes: false,
+        tasks: Some(super::Tasks::default()),
         command: Vec::new(),
     };
     let mut i = 0;

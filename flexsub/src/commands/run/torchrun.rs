@@ -44,14 +44,31 @@ fn python() -> OsString {
 /// flexrun's arguments from torchrun's (`-` and `_` are the same in option names, as in
 /// torchrun).
 pub fn torchrun_args(words: &[OsString]) -> Result<Args, Error> {
+    parse(words, false)
+}
+
+/// flexrun's arguments from `python -m torch.distributed.launch`'s: torchrun's, and unless
+/// `--use-env` the script gets `--local-rank=0` before its own arguments, as the launcher
+/// passes each worker its local rank (here every worker is alone on its node).
+pub fn launch_args(words: &[OsString]) -> Result<Args, Error> {
+    parse(words, true)
+}
+
+fn parse(words: &[OsString], launch: bool) -> Result<Args, Error> {
+    let me = if launch {
+        "torch.distributed.launch"
+    } else {
+        "torchrun"
+    };
     let mut a = Args {
         label: false,
         ntasks: None,
         grace: 5,
         ranks_as_nodes: true,
+        tasks: None,
         command: Vec::new(),
     };
-    let (mut module, mut no_python) = (false, false);
+    let (mut module, mut no_python, mut use_env) = (false, false, !launch);
     let mut i = 0;
     while i < words.len() {
         let w = words[i].to_string_lossy().into_owned();
@@ -71,7 +88,7 @@ pub fn torchrun_args(words: &[OsString]) -> Result<Args, Error> {
             words
                 .get(i)
                 .map(|v| v.to_string_lossy().into_owned())
-                .ok_or_else(|| Error::Input(format!("torchrun {w}: needs a value")))
+                .ok_or_else(|| Error::Input(format!("{me} {w}: needs a value")))
         };
         match name.as_str() {
             "nproc-per-node" => {
@@ -96,18 +113,24 @@ pub fn torchrun_args(words: &[OsString]) -> Result<Args, Error> {
             "m" | "module" => module = true,
             "no-python" => no_python = true,
             "standalone" => {}
+            "use-env" if launch => use_env = true,
             n if IGNORED_WITH_VALUE.contains(&n) => {
                 value()?;
             }
             _ => {
                 return Err(Error::Input(format!(
-                    "torchrun {w}: not an option Flex's torchrun knows"
+                    "{me} {w}: not an option Flex's torchrun knows"
                 )))
             }
         }
         i += 1;
     }
     a.command = worker_command(&words[i..], module, no_python)?;
+    if !use_env {
+        // After the script (or module), before its own arguments.
+        let at = a.command.len() - (words.len() - i) + 1;
+        a.command.insert(at, "--local-rank=0".into());
+    }
     Ok(a)
 }
 
@@ -164,6 +187,18 @@ mod tests {
             .map(|c| c.to_string_lossy().into())
             .collect();
         assert_eq!(cmd, ["./run.sh", "x"]);
+    }
+
+    #[test]
+    fn the_older_launcher_passes_the_local_rank_unless_told_to_use_the_environment() {
+        let w = |s: &str| -> Vec<OsString> { s.split_whitespace().map(OsString::from).collect() };
+        let a = launch_args(&w("--nproc_per_node=2 train.py --lr 3")).unwrap();
+        assert_eq!(tail(&a), ["-u", "train.py", "--local-rank=0", "--lr", "3"]);
+        assert_eq!(a.ntasks, Some(2));
+        let a = launch_args(&w("--use_env --nproc_per_node 2 -m pkg.train")).unwrap();
+        assert_eq!(tail(&a), ["-u", "-m", "pkg.train"]);
+        // torchrun itself knows no --use-env.
+        assert!(torchrun_args(&w("--use-env t.py")).is_err());
     }
 
     #[test]

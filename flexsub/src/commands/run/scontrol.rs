@@ -1,0 +1,100 @@
+//! flexrun's scontrol personality: the `scontrol` a job finds on its PATH (a link to flexrun
+//! named `scontrol`, see flexd's `job_tmpdir`). It does what job scripts and the libraries they
+//! run ask of scontrol from inside a job: `show hostname[s] [LIST]` (mmcv, torch launch
+//! scripts), and `show job`, `requeue` (PyTorch Lightning's auto-requeue), `requeuehold`,
+//! `hold`, `release` and `update`, which flexcontrol carries out with Slurm's meaning.
+
+use crate::commands::control;
+use crate::error::{exit, Error};
+use clap::Parser;
+use std::ffi::OsString;
+use std::io::Write;
+
+/// What scontrol does with `words` (its arguments); returns its exit code.
+pub fn scontrol(words: &[OsString], out: &mut impl Write) -> Result<i32, Error> {
+    let w: Vec<String> = words
+        .iter()
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect();
+    // Options before the command that change only how it prints.
+    let w: Vec<&str> = w
+        .iter()
+        .map(String::as_str)
+        .filter(|a| {
+            !matches!(
+                *a,
+                "-o" | "--oneliner" | "-d" | "--details" | "-Q" | "--quiet"
+            )
+        })
+        .collect();
+    match w.as_slice() {
+        ["show", "hostname" | "hostnames", rest @ ..] => {
+            let list = match rest {
+                [] => std::env::var("SLURM_JOB_NODELIST").map_err(|_| {
+                    Error::Input("scontrol show hostnames: SLURM_JOB_NODELIST is not set".into())
+                })?,
+                [l] => l.to_string(),
+                _ => {
+                    return Err(Error::Input(
+                        "scontrol show hostnames: one host list".into(),
+                    ))
+                }
+            };
+            let hosts = crate::options::expand_hostlist(&list).map_err(Error::Input)?;
+            for h in hosts {
+                writeln!(out, "{h}").map_err(Error::output)?;
+            }
+            Ok(exit::OK)
+        }
+        [cmd, ..]
+            if matches!(
+                cmd.to_ascii_lowercase().as_str(),
+                "show" | "requeue" | "requeuehold" | "hold" | "release" | "update"
+            ) =>
+        {
+            let mut args = vec!["flexcontrol".to_string(), cmd.to_ascii_lowercase()];
+            args.extend(w[1..].iter().map(|s| s.to_string()));
+            let a = control::Args::try_parse_from(&args)
+                .map_err(|e| Error::Input(format!("scontrol: {}", e.to_string().trim())))?;
+            control::run(&a, out)
+        }
+        _ => Err(Error::Input(format!(
+            "scontrol {}: in a Flex job scontrol knows show hostname[s], show job, requeue, \
+             requeuehold, hold, release and update (flexcontrol manages jobs)",
+            w.join(" ")
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &str) -> (Result<i32, String>, String) {
+        let words: Vec<OsString> = args.split_whitespace().map(OsString::from).collect();
+        let mut out = Vec::new();
+        let r = scontrol(&words, &mut out).map_err(|e| e.to_string());
+        (r, String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn host_lists_expand_one_per_line() {
+        let (r, out) = run("show hostnames gpu[01-03],login");
+        assert_eq!(r, Ok(0));
+        assert_eq!(out, "gpu01\ngpu02\ngpu03\nlogin\n");
+        let (r, out) = run("-o show hostname n1");
+        assert_eq!((r, out.as_str()), (Ok(0), "n1\n"));
+    }
+
+    #[test]
+    fn what_it_cannot_do_is_named() {
+        let (r, _) = run("reconfigure");
+        let e = r.unwrap_err();
+        assert!(
+            e.contains("scontrol reconfigure") && e.contains("show hostname"),
+            "{e}"
+        );
+        let (r, _) = run("show partition");
+        assert!(r.unwrap_err().contains("partition"));
+    }
+}
