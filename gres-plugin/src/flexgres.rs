@@ -192,8 +192,8 @@ mod tests {
         assert!(lua.contains("local LARGE = \"1g.10gb\""), "{lua}");
         // Whole GPUs have no MIG capability files: the minor table is not looked for.
         let p4 = ["--topology", "p4-x4.toml", "--force-topology"];
-        let conf = run_args(&[&["conf"], &p4[..], &["--mig-minors", "/nonexistent/m"]].concat())
-            .unwrap();
+        let conf =
+            run_args(&[&["conf"], &p4[..], &["--mig-minors", "/nonexistent/m"]].concat()).unwrap();
         assert!(!conf.contains("/nonexistent/m"), "{conf}");
         assert!(conf.contains(" File=/dev/nvidia0 "), "{conf}");
         let e = run_args(&["job-submit", "--small", "1g 5gb", "--large", "1g.10gb"]).unwrap_err();
