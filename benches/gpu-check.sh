@@ -24,6 +24,7 @@
 # ./gpu-check-DATE), beside flexd.log and telemetry.csv.
 #
 # Binaries: --bin DIR, else $FLEX_BIN, else PATH, else target/release of this checkout.
+# GPU_CHECK_BUDGET (seconds, default 540) bounds the whole run.
 # Exit codes: 0 every step passed, 1 some step failed, 2 no GPU (no driver, or nvidia-smi lists
 # none: one "no GPU" line says which), 3 bad usage or missing binaries.
 set -u
@@ -89,6 +90,8 @@ SUMMARY=$WORK/summary.md
 FAILED=0
 PIDS=()
 T_START=$(date +%s)
+# Seconds the whole check may take; steps past it are reported SKIPPED.
+BUDGET=${GPU_CHECK_BUDGET:-540}
 
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
@@ -99,13 +102,40 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The report so far (written after every step, so a run stopped from outside leaves one).
+assemble() {
+  {
+    echo "# Flex gpu-check, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"
+    echo
+    echo "$(echo "$SMI_L" | head -1); MIG $([ "${MIG_ON:-0}" = 1 ] && echo "on, $N_MIG instance(s)" || echo off);" \
+      "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1);" \
+      "binaries from $BIN; $(($(date +%s) - T_START)) s in all."
+    echo
+    echo "| step | result | took |"
+    echo "|---|---|---|"
+    cat "$SUMMARY"
+    echo
+    echo "## What each step printed"
+    echo
+    cat "$DETAILS"
+  } > "$REPORT"
+}
+
 # step NAME SECONDS CMD...: run CMD (a command or one of the functions below, which are
 # exported: each step runs in its own bash under timeout, which kills the step's whole process
 # group when time runs out) and record PASS/FAIL and its output (the last 80 lines) in the
 # report; never stops the script.
 step() {
-  local name=$1 secs=$2 rc t0 t1
+  local name=$1 secs=$2 rc t0 t1 left
   shift 2
+  left=$((T_START + BUDGET - $(date +%s)))
+  if [ $left -lt 10 ]; then
+    echo "| $name | SKIPPED: the ${BUDGET}s budget is spent | - |" >> "$SUMMARY"
+    FAILED=$((FAILED + 1))
+    assemble
+    return 1
+  fi
+  [ "$secs" -gt "$left" ] && secs=$left
   echo "gpu-check: $name" >&2
   t0=$(date +%s.%N)
   timeout -k 5 "$secs" bash -c '"$@"' step "$@" > "$WORK/step.out" 2>&1
@@ -130,6 +160,7 @@ step() {
     echo '```'
     echo
   } >> "$DETAILS"
+  assemble
   return $rc
 }
 
@@ -217,7 +248,7 @@ print("rank %d/%d: CUDA_VISIBLE_DEVICES=%s NCCL_MULTI_RANK_GPU_ENABLE=%s NCCL_P2
       os.environ.get("NCCL_MULTI_RANK_GPU_ENABLE", "-"), os.environ.get("NCCL_P2P_DISABLE", "-"),
       os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")), flush=True)
 torch.cuda.set_device(0)
-dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=60),
+dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=45),
                         device_id=torch.device("cuda", 0))
 t = torch.full((1024,), float(rank + 1), device="cuda")
 dist.all_reduce(t)
@@ -358,7 +389,7 @@ PIDS+=($!)
 # --- 1. the driver and Flex's NVML probe ------------------------------------------------------
 
 env_info() {
-  echo "kernel: $(uname -srm)"
+  echo "kernel: $(uname -srm); cargo: $(command -v cargo || echo none)"
   nvidia-smi | head -4 | tail -2
   nvidia-smi --query-gpu=index,name,uuid,pci.bus_id,driver_version,mig.mode.current,mig.mode.pending,memory.total,power.limit --format=csv
   echo "--- nvidia-smi -L"
@@ -513,9 +544,9 @@ else
     flexsub_wait --gpus 1 --wrap "flexrun -l python3 $WORK/allreduce.py"
   step "MIG off: flexrun -n 2 in a one-GPU job" 120 \
     flexsub_wait --gpus 1 --wrap "flexrun -l -n 2 python3 $WORK/allreduce.py"
-  step "MIG off: two ranks on the one GPU with NCCL_MULTI_RANK_GPU_ENABLE=1, P2P off (by hand)" 150 \
+  step "MIG off: two ranks on the one GPU with NCCL_MULTI_RANK_GPU_ENABLE=1, P2P off (by hand)" 100 \
     flexsub_wait --gpus 1 --wrap "$WORK/two_by_hand.sh multi $WORK/allreduce.py"
-  step "MIG off: two ranks on the one GPU with no NCCL variables (by hand)" 150 \
+  step "MIG off: two ranks on the one GPU with no NCCL variables (by hand)" 100 \
     flexsub_wait --gpus 1 --wrap "$WORK/two_by_hand.sh plain $WORK/allreduce.py"
   halves() {
     local a b both=0 rc=0
@@ -567,22 +598,5 @@ step "flexacct of the jobs" 20 accounting
 
 kill "$FLEXD" 2>/dev/null
 
-# --- the report --------------------------------------------------------------------------------
-
-{
-  echo "# Flex gpu-check, $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"
-  echo
-  echo "$(echo "$SMI_L" | head -1); MIG $([ $MIG_ON = 1 ] && echo "on, $N_MIG instance(s)" || echo off);" \
-    "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1);" \
-    "binaries from $BIN; $(($(date +%s) - T_START)) s in all."
-  echo
-  echo "| step | result | took |"
-  echo "|---|---|---|"
-  cat "$SUMMARY"
-  echo
-  echo "## What each step printed"
-  echo
-  cat "$DETAILS"
-} > "$REPORT"
 echo "gpu-check: $FAILED step(s) failed; report: $REPORT" >&2
 [ $FAILED -eq 0 ]
