@@ -327,3 +327,42 @@ fn a_job_requeues_itself_through_scontrol_and_knows_its_restart_count() {
     assert_eq!(v.state, JobState::Completed);
     assert_eq!(lines(&dir, "runs"), ["run 0", "run 1"]);
 }
+
+#[test]
+fn an_mmcv_style_slurm_launcher_finds_its_variables() {
+    if std::process::Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        assert!(std::env::var("CI").is_err(), "CI needs python3");
+        return;
+    }
+    let d = Daemon::start_with(TOPOLOGY, "srun_in_jobs = \"flexrun\"");
+    let dir = d.scratch("mmcv");
+    // What mmcv's `_init_dist_slurm` reads, and how it asks scontrol (through a shell).
+    let launcher = "import os, subprocess\n\
+                    proc_id = int(os.environ['SLURM_PROCID'])\n\
+                    ntasks = int(os.environ['SLURM_NTASKS'])\n\
+                    node_list = os.environ['SLURM_NODELIST']\n\
+                    addr = subprocess.getoutput(f'scontrol show hostname {node_list} | head -n1')\n\
+                    gpus = len(os.environ['CUDA_VISIBLE_DEVICES'].split(','))\n\
+                    with open(f'mmcv-{proc_id}', 'w') as f:\n\
+                    \x20   f.write(f'{proc_id} {ntasks} {addr} {proc_id % gpus} {gpus}\\n')\n";
+    std::fs::write(dir.join("launch.py"), launcher).unwrap();
+    let script = "#!/bin/bash\n#SBATCH --ntasks-per-node=2 --gpus-per-task=1 -c 1\n\
+                  srun python3 -u launch.py --launcher=slurm\n";
+    let job = submit(&d, &dir, "mmcv.sh", script, &[]);
+    let v = d.wait_finished(job);
+    let out = std::fs::read_to_string(dir.join(format!("flex-{job}.out"))).unwrap_or_default();
+    assert_eq!(v.state, JobState::Completed, "{v:?}\n{out}\n{}", d.log());
+    let host = v.alloc.as_ref().unwrap().host.clone();
+    for r in 0..2 {
+        // Each task sees its own leaf, so its local rank among its GPUs is 0.
+        assert_eq!(
+            lines(&dir, &format!("mmcv-{r}")),
+            [format!("{r} 2 {host} 0 1")],
+            "{out}"
+        );
+    }
+}

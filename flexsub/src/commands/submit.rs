@@ -356,6 +356,7 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
         Some(d) => cwd.join(d),
         None => cwd.to_path_buf(),
     };
+    warnings.extend(missing_output_dirs(&s, &workdir, &origins));
     let spec = JobSpec {
         name,
         script: text,
@@ -478,6 +479,42 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
         }
     }
     Ok(crate::error::exit::OK)
+}
+
+/// A warning for each output file whose directory does not exist (where the pattern's
+/// directory part has no `%` escapes to wait for): the job would fail at its start, as in
+/// Slurm 22.05. Named after the line that gave it.
+fn missing_output_dirs(s: &Settings, workdir: &Path, origins: &[(Key, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (key, pattern) in [(Key::Output, &s.stdout), (Key::Error, &s.stderr)] {
+        let Some(dir) = pattern.as_deref().and_then(|p| Path::new(p).parent()) else {
+            continue;
+        };
+        if dir.as_os_str().is_empty() || dir.to_string_lossy().contains('%') {
+            continue;
+        }
+        if !workdir.join(dir).is_dir() {
+            let at = origins.iter().rev().find(|(k, _)| *k == key).map_or_else(
+                || {
+                    format!(
+                        "--{}",
+                        if key == Key::Output {
+                            "output"
+                        } else {
+                            "error"
+                        }
+                    )
+                },
+                |(_, at)| at.clone(),
+            );
+            out.push(format!(
+                "{at}: the directory {} does not exist, so the job would fail as it starts; \
+                 create it first",
+                dir.display()
+            ));
+        }
+    }
+    out
 }
 
 /// flexd's warnings, each after the script line it is about.
