@@ -15,7 +15,7 @@
 #  4. a two-rank NCCL all-reduce through flexrun: on two MIG instances when MIG is on; with MIG
 #     off, flexrun -n 2 in a one-GPU job, two ranks on the one GPU by hand with flexrun's
 #     upstream-NCCL variables (NCCL_MULTI_RANK_GPU_ENABLE=1, P2P off) and without them, and
-#     two jobs of half a GPU each (--gpus 0.5) running side by side;
+#     two jobs of half a GPU each (--gpu-fraction 0.5) running side by side;
 #  5. nvidia-smi --query-gpu sampled every half second while the jobs run;
 #  6. flexacct's records of the jobs.
 #
@@ -509,7 +509,8 @@ flexsub_wait() {
     sleep 0.2
   done
   rc=$(flexacct -n -P -j "$id" -o State,ExitCode 2>&1 | head -1)
-  cat "$WORK/job-$id.out" 2>/dev/null
+  # NCCL's per-channel lines say nothing a reader needs.
+  grep -v 'NCCL INFO \(Channel\|Trees\)' "$WORK/job-$id.out" 2>/dev/null
   echo "--- flexacct: $rc"
   if [ -f "$WORK/metrics-$id" ]; then
     echo "--- metrics while job $id ran (flex_ lines)"
@@ -536,7 +537,7 @@ else
   # Requests one GPU cannot hold: flexd must answer (exit 0 or 1), what it says is the record.
   answers() { "$@"; local rc=$?; echo "exit $rc"; [ $rc -le 1 ]; }
   export -f answers
-  for req in "--leaves 2" "--gpus 2" "--gpus 0.5" "--gpus 1.5"; do
+  for req in "--leaves 2" "--gpus 2" "--gpu-fraction 0.5" "--gpu-fraction 1.5"; do
     step "MIG off: flexd's answer to $req (flexsub --test-only)" 20 \
       answers flexsub --test-only -t 5 $req --wrap true
   done
@@ -550,8 +551,9 @@ else
     flexsub_wait --gpus 1 --wrap "$WORK/two_by_hand.sh plain $WORK/allreduce.py"
   halves() {
     local a b both=0 rc=0
-    a=$(flexsub --parsable -t 5 -o "$WORK/job-%j.out" --gpus 0.5 --wrap "python3 $WORK/device_check.py 10" < /dev/null) || return 1
-    b=$(flexsub --parsable -t 5 -o "$WORK/job-%j.out" --gpus 0.5 --wrap "python3 $WORK/device_check.py 10" < /dev/null) || return 1
+    # The first job also lists what NVML reports per process on the shared GPU.
+    a=$(flexsub --parsable -t 5 -o "$WORK/job-%j.out" --gpu-fraction 0.5 --wrap "python3 $WORK/nvml_probe.py 7 & python3 $WORK/device_check.py 10; r=\$?; wait; exit \$r" < /dev/null) || return 1
+    b=$(flexsub --parsable -t 5 -o "$WORK/job-%j.out" --gpu-fraction 0.5 --wrap "python3 $WORK/device_check.py 10" < /dev/null) || return 1
     printf '%s\n' "$a" "$b" >> "$WORK/jobs"
     for _ in $(seq 300); do
       local q
@@ -562,7 +564,7 @@ else
     done
     [ $both = 1 ] || { echo "the two half-GPU jobs never ran at the same time"; rc=1; }
     for j in "$a" "$b"; do
-      echo "--- job $j"; cat "$WORK/job-$j.out"
+      echo "--- job $j"; grep -v 'NCCL INFO \(Channel\|Trees\)' "$WORK/job-$j.out"
       flexacct -n -P -j "$j" -o JobID,State,ExitCode,AllocTRES
       flexacct -n -P -j "$j" -o State | grep -q COMPLETED || rc=1
     done
@@ -571,7 +573,7 @@ else
     return $rc
   }
   export -f halves
-  step "MIG off: two jobs of --gpus 0.5 share the GPU" 120 halves
+  step "MIG off: two jobs of --gpu-fraction 0.5 share the GPU" 120 halves
 fi
 unset NCCL_DEBUG NCCL_DEBUG_SUBSYS
 
