@@ -111,7 +111,8 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
     let lock = lock_state_dir(&paths)?;
     let fd_limit = raise_nofile();
     check_socket(&paths.socket)?;
-    let (cluster, cpus, enforced) = host_model(&paths, &opts, &settings)?;
+    let (cluster, cpus, enforced, source) = host_model(&paths, &opts, &settings)?;
+    let sampler = sampler(&paths, &source, &settings);
     let (writer, _writer_thread, state) = recovered_state(&paths, &settings, cluster, cpus)?;
     let (launch_tx, launch_rx) = mpsc::channel();
     let shared = Arc::new(Shared::new(
@@ -140,7 +141,7 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
         .thread_name("flexd")
         .build()
         .map_err(io("tokio runtime", Path::new("-")))?;
-    let r = rt.block_on(serve(shared, &paths, &opts));
+    let r = rt.block_on(serve(shared, &paths, &opts, sampler));
     drop(lock);
     r
 }
@@ -172,7 +173,7 @@ fn host_model(
     paths: &Paths,
     opts: &Options,
     settings: &Settings,
-) -> Result<(Cluster, CpuMap, Enforced), DaemonError> {
+) -> Result<(Cluster, CpuMap, Enforced, String), DaemonError> {
     let mut found = gres_plugin::probe::discover(&paths.topology, opts.force_topology)?;
     // Jobs really run here: a simulated topology that names no RAM gets this host's; one that
     // names more than this host has is scheduled as it says, and the log says so.
@@ -207,7 +208,49 @@ fn host_model(
     }
     let enforced = say_cgroups();
     let cluster = Cluster::new(vec![found.host], settings.cluster_config());
-    Ok((cluster, cpus, enforced))
+    Ok((cluster, cpus, enforced, found.source))
+}
+
+/// The GPU telemetry sampler of this host: NVML where the host model came from it, else the
+/// samples file the simulated topology names; None (said in the log) when there is neither.
+fn sampler(paths: &Paths, source: &str, settings: &Settings) -> Option<crate::telemetry::Sampler> {
+    use gres_plugin::telemetry::{file::FileTelemetry, nvml::NvmlTelemetry, Telemetry};
+    let period = settings.telemetry_period.as_secs_f64();
+    let telemetry: Box<dyn Telemetry> = if source == "nvml" {
+        match NvmlTelemetry::open() {
+            Ok(t) => Box::new(t),
+            Err(e) => {
+                tracing::warn!("no GPU telemetry: {e}");
+                return None;
+            }
+        }
+    } else {
+        let topology = gres_plugin::probe::topology::FileProbe::new(paths.topology.clone());
+        match topology.telemetry_file() {
+            Ok(Some(file)) => match FileTelemetry::open(&file) {
+                Ok(t) => Box::new(t),
+                Err(e) => {
+                    tracing::warn!("no GPU telemetry: {e}");
+                    return None;
+                }
+            },
+            Ok(None) => {
+                tracing::info!("no GPU telemetry: the simulated topology names no samples file");
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!("no GPU telemetry: {e}");
+                return None;
+            }
+        }
+    };
+    let s = crate::telemetry::Sampler::new(telemetry, period);
+    tracing::info!(
+        "GPU telemetry from {} every {}",
+        s.label(),
+        humantime::format_duration(settings.telemetry_period)
+    );
+    Some(s)
 }
 
 /// Say once how jobs will be held and limited (cgroups, which controllers, or none), and
@@ -436,7 +479,12 @@ fn check_socket(path: &Path) -> Result<(), DaemonError> {
     Ok(())
 }
 
-async fn serve(shared: Arc<Shared>, paths: &Paths, opts: &Options) -> Result<(), DaemonError> {
+async fn serve(
+    shared: Arc<Shared>,
+    paths: &Paths,
+    opts: &Options,
+    sampler: Option<crate::telemetry::Sampler>,
+) -> Result<(), DaemonError> {
     use tokio::signal::unix::{signal, SignalKind};
     let listener =
         tokio::net::UnixListener::bind(&paths.socket).map_err(io("cannot bind", &paths.socket))?;
@@ -457,6 +505,16 @@ async fn serve(shared: Arc<Shared>, paths: &Paths, opts: &Options) -> Result<(),
             .map_err(io("cannot bind the metrics address", &shown))?;
         tracing::info!("metrics at http://{addr}/metrics");
         tokio::spawn(server::http::serve(l, shared.clone(), stop_rx.clone()));
+    }
+    if let Some(s) = sampler {
+        let period = shared.settings().telemetry_period;
+        let stop = stop_rx.clone();
+        tokio::spawn(crate::telemetry::sample_loop(
+            shared.clone(),
+            s,
+            period,
+            stop,
+        ));
     }
     let sched = tokio::spawn(server::schedule_loop(shared.clone(), stop_rx));
     tracing::info!(

@@ -13,3 +13,4 @@ pub mod paths;
 pub mod server;
 pub mod state;
 pub mod store;
+pub(crate) mod telemetry;

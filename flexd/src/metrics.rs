@@ -4,6 +4,7 @@
 
 use crate::state::{Effect, State};
 use crate::store::writer::Op;
+use crate::telemetry::LeafGauge;
 use flex_proto::JobState;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -182,6 +183,55 @@ impl Metrics {
     }
 }
 
+/// The latest GPU telemetry of each leaf a job holds, with the job's id; a figure the leaf
+/// did not report is left out. `source` is `nvml` or `simulated (FILE)`; the `source` label
+/// says `nvml` or `simulated`.
+pub(crate) fn render_telemetry(o: &mut String, source: &str, gauges: &[LeafGauge]) {
+    let short = if source.starts_with("simulated") {
+        "simulated"
+    } else {
+        source
+    };
+    let labels = |g: &LeafGauge| {
+        format!(
+            "leaf=\"{}\",uuid=\"{}\",gpu=\"{}\",job=\"{}\",source=\"{}\"",
+            g.leaf,
+            escape(&g.uuid),
+            g.gpu,
+            g.job,
+            escape(short)
+        )
+    };
+    header(
+        o,
+        "flex_leaf_gpu_memory_bytes",
+        "gauge",
+        "GPU memory in use on each leaf a job holds, at the latest telemetry sample.",
+    );
+    for g in gauges {
+        if let Some(m) = g.mem_bytes {
+            let _ = writeln!(o, "flex_leaf_gpu_memory_bytes{{{}}} {m}", labels(g));
+        }
+    }
+    header(
+        o,
+        "flex_leaf_gpu_utilization_percent",
+        "gauge",
+        "Utilisation of each leaf a job holds, at the latest telemetry sample, where the \
+         device reports one.",
+    );
+    for g in gauges {
+        if let Some(u) = g.util_pct {
+            let _ = writeln!(
+                o,
+                "flex_leaf_gpu_utilization_percent{{{}}} {}",
+                labels(g),
+                number(u)
+            );
+        }
+    }
+}
+
 fn header(o: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(o, "# HELP {name} {help}");
     let _ = writeln!(o, "# TYPE {name} {kind}");
@@ -288,6 +338,7 @@ mod tests {
             cancelled_by: None,
             charge: Vec::new(),
             max_rss: None,
+            cpu_usec: None,
         }))
     }
 

@@ -142,6 +142,8 @@ pub(crate) mod tests {
             array: None,
             restarts: 0,
             max_rss: None,
+            cpu_usec: None,
+            gpu_usage: None,
         }
     }
 

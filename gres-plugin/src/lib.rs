@@ -13,6 +13,7 @@ pub mod model;
 pub mod probe;
 pub mod request;
 pub mod slurm;
+pub mod telemetry;
 pub mod tree;
 
 #[cfg(feature = "nvml")]

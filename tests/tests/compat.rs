@@ -126,6 +126,18 @@ fn old_database_runs_in_todays_flexd(version: u32) {
         "flexacct over the v{version} database"
     );
 
+    // Old jobs have no CPU time or GPU use (schema 12); a job today's flexd ran has its CPU
+    // time from its supervisor.
+    let out = d
+        .cmd("flexacct")
+        .args(["--json", "-S", "0", "-E", "now", "-j", "1,6"])
+        .output()
+        .expect("run flexacct --json");
+    let jobs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(jobs.len(), 2, "{jobs:?}");
+    assert!(jobs[0].get("cpu_usec").is_none() && jobs[0].get("gpu_usage").is_none());
+    assert!(jobs[1]["cpu_usec"].is_u64(), "job 6: {}", jobs[1]);
+
     // The database is at today's version, and today's reader finds each job's submission.
     d.stop();
     assert_eq!(user_version(&d.db_path()), flexd::store::schema::VERSION);
@@ -203,6 +215,11 @@ fn schema_v9_database_from_flexd_39bd8a5() {
 #[test]
 fn schema_v10_database_from_flexd_4056873() {
     old_database_runs_in_todays_flexd(10);
+}
+
+#[test]
+fn schema_v11_database_from_flexd_27081d3() {
+    old_database_runs_in_todays_flexd(11);
 }
 
 #[test]

@@ -26,6 +26,7 @@ fn commands() -> Vec<clap::Command> {
         flexsub::commands::control::Args::command(),
         flexsub::commands::run::Args::command(),
         flexsub::commands::acct::Args::command(),
+        flexsub::commands::eff::Args::command(),
         flexsub::commands::report::Args::command(),
         flexsub::commands::prio::Args::command(),
         flexsub::commands::share::Args::command(),

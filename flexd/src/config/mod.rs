@@ -72,6 +72,8 @@ pub struct Settings {
     pub placement: Strategy,
     pub round_up_fractions: bool,
     pub keep_finished: Duration,
+    /// How often running jobs' leaves are sampled for GPU telemetry.
+    pub telemetry_period: Duration,
     /// Cancel jobs whose dependency can no longer be satisfied.
     pub kill_invalid_depend: bool,
     /// Where to serve Prometheus metrics (None: nowhere).
@@ -263,6 +265,7 @@ impl Settings {
             })?,
             round_up_fractions: src.bool("round_up_fractions")?,
             keep_finished: src.duration("keep_finished", secs(30 * 86400))?,
+            telemetry_period: src.duration("telemetry_period", secs(3600))?,
             kill_invalid_depend: src.bool("kill_invalid_depend")?,
             metrics_listen: metrics_listen(src)?,
             sendmail: Some(src.string("sendmail")?)
@@ -317,6 +320,7 @@ impl Settings {
             ("max_time_limit", d(self.max_time_limit)),
             ("kill_grace", d(self.kill_grace)),
             ("keep_finished", d(self.keep_finished)),
+            ("telemetry_period", d(self.telemetry_period)),
             ("kill_invalid_depend", self.kill_invalid_depend.to_string()),
             ("metrics_listen", format!("{:?}", self.metrics_listen)),
             ("sendmail", format!("{:?}", self.sendmail)),

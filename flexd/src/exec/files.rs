@@ -451,6 +451,7 @@ mod tests {
             end_time: 99,
             note: None,
             max_rss: None,
+            cpu_usec: None,
             oom_killed: false,
         };
         let p = status_file(dir.path(), JobId(4));

@@ -190,6 +190,7 @@ fn ended(spec: &LaunchSpec, state: JobState, note: Option<String>) -> StatusFile
         end_time: now_s(),
         note,
         max_rss: None,
+        cpu_usec: None,
         oom_killed: false,
     }
 }
@@ -312,6 +313,7 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Hierarchy>) -> 
     // what left the group (setsid, daemons).
     let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
     let max_rss = peak_memory(cg.as_ref());
+    let cpu_usec = cpu_time(cg.as_ref());
     let oom_killed = cg.as_ref().is_some_and(JobCgroup::oom_killed);
     clean(cg.as_ref(), tmp);
     let state = state.unwrap_or(if status.code() == Some(0) {
@@ -327,6 +329,7 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Hierarchy>) -> 
         end_time: now_s(),
         note: None,
         max_rss,
+        cpu_usec,
         oom_killed,
     }
 }
@@ -340,6 +343,30 @@ fn peak_memory(cg: Option<&JobCgroup>) -> Option<u64> {
             nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).ok()?;
         u64::try_from(u.max_rss()).ok().map(|kib| kib * 1024)
     })
+}
+
+/// The CPU time the job used, in microseconds (flexacct's TotalCPU): its cgroup's `cpu.stat`
+/// usage_usec (what every process in it used, daemons too), else the user and system time of
+/// the processes this supervisor and they waited for.
+fn cpu_time(cg: Option<&JobCgroup>) -> Option<u64> {
+    let from_cgroup = cg
+        .and_then(|c| std::fs::read_to_string(c.path.join("cpu.stat")).ok())
+        .and_then(|s| cpu_stat_usage(&s));
+    from_cgroup.or_else(|| {
+        let u =
+            nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).ok()?;
+        // time_t and suseconds_t are 32 bits on some targets.
+        #[allow(clippy::unnecessary_cast)]
+        let us = |t: nix::sys::time::TimeVal| t.tv_sec() as i64 * 1_000_000 + t.tv_usec() as i64;
+        u64::try_from(us(u.user_time()) + us(u.system_time())).ok()
+    })
+}
+
+/// `usage_usec` of a cgroup v2 `cpu.stat`.
+fn cpu_stat_usage(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("usage_usec "))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Send `--signal`'s signal as Slurm does: with `B:` to the batch shell alone, else to the
@@ -462,5 +489,15 @@ fn notify(socket: &Path, job: JobId, status: Option<StatusFile>) -> Result<(), S
         Ok(Response::Pong) => Ok(()),
         Ok(other) => Err(format!("unexpected answer to JobEnded: {other:?}")),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cpu_time_is_usage_usec_of_cpu_stat() {
+        let stat = "usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\nnr_periods 0\n";
+        assert_eq!(super::cpu_stat_usage(stat), Some(1_234_567));
+        assert_eq!(super::cpu_stat_usage("nr_periods 0\n"), None);
     }
 }

@@ -56,7 +56,10 @@ async fn answer(mut stream: TcpStream, shared: Arc<Shared>) {
     }
     let (status, body) = route(&head, || {
         let snap = shared.with_core(|c| Snapshot::of(&c.state));
-        shared.metrics.render(&snap)
+        let mut page = shared.metrics.render(&snap);
+        let (source, gauges) = shared.gauges();
+        crate::metrics::render_telemetry(&mut page, &source, &gauges);
+        page
     });
     let content_type = if status == 200 {
         "text/plain; version=0.0.4; charset=utf-8"

@@ -70,6 +70,8 @@ pub(crate) struct Shared {
     /// What flexd enforces on jobs here (cgroup controllers), found at its start, for
     /// `flexcontrol show config`.
     pub enforcement: std::sync::OnceLock<Vec<(String, String)>>,
+    /// The latest GPU telemetry of the leaves jobs hold, and where it comes from.
+    gauges: Mutex<(String, Vec<crate::telemetry::LeafGauge>)>,
 }
 
 /// A connection's place in the budgets; given back on drop.
@@ -136,7 +138,22 @@ impl Shared {
             buffered: std::sync::Arc::new(tokio::sync::Semaphore::new(max_buffered)),
             max_buffered,
             enforcement: std::sync::OnceLock::new(),
+            gauges: Mutex::new((String::new(), Vec::new())),
         }
+    }
+
+    /// Keep the latest telemetry readings for the metrics endpoint.
+    pub(crate) fn set_gauges(&self, source: &str, gauges: Vec<crate::telemetry::LeafGauge>) {
+        let mut g = self.gauges.lock().unwrap_or_else(|e| e.into_inner());
+        *g = (source.to_string(), gauges);
+    }
+
+    /// The latest telemetry readings and their source ("" before the first sample).
+    pub(crate) fn gauges(&self) -> (String, Vec<crate::telemetry::LeafGauge>) {
+        self.gauges
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Count a new connection in the total, unless it would eat into `reserved_fds`: then
@@ -314,6 +331,7 @@ impl LaunchSink for Shared {
                     time: unix_now(),
                     note: Some(why),
                     max_rss: None,
+                    cpu_usec: None,
                 },
             )
         });

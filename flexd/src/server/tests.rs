@@ -329,6 +329,7 @@ fn a_reported_end_frees_the_leaves_for_the_next_job() {
         end_time: NOW + 5,
         note: None,
         max_rss: None,
+        cpu_usec: None,
         oom_killed: false,
     };
     let r = handlers::job_ended::job_ended(&mut st, &ana, a, Ok(Some(status.clone())));

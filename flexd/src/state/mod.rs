@@ -81,6 +81,8 @@ pub(crate) struct Outcome {
     pub note: Option<String>,
     /// The run's peak resident memory in bytes, when its supervisor measured it.
     pub max_rss: Option<u64>,
+    /// The run's CPU time in microseconds, when its supervisor measured it.
+    pub cpu_usec: Option<u64>,
 }
 
 impl From<&StatusFile> for Outcome {
@@ -95,6 +97,7 @@ impl From<&StatusFile> for Outcome {
             time: s.end_time,
             note: s.note.clone(),
             max_rss: s.max_rss,
+            cpu_usec: s.cpu_usec,
         }
     }
 }
@@ -428,6 +431,7 @@ impl State {
             cancelled_by: by,
             charge: Vec::new(),
             max_rss: None,
+            cpu_usec: None,
         })));
         self.dirty = true;
     }
@@ -469,6 +473,7 @@ impl State {
             cancelled_by: None,
             charge,
             max_rss: o.max_rss,
+            cpu_usec: o.cpu_usec,
         })));
         self.dirty = true;
         if let Some(hold) = requeue {
@@ -572,6 +577,7 @@ pub(crate) fn node_fail(now: u64, note: String) -> Outcome {
         time: now,
         note: Some(note),
         max_rss: None,
+        cpu_usec: None,
     }
 }
 

@@ -96,6 +96,7 @@ fn end(st: &mut State, id: JobId, state: JobState) {
         time: NOW + 1,
         note: None,
         max_rss: None,
+        cpu_usec: None,
     };
     assert!(st.finish(id, o));
 }

@@ -13,7 +13,7 @@ pub const PAGE: usize = 2000;
 
 const COLUMNS: &str = "id, name, user, uid, gid, account, state, submit_time, eligible_time,
     start_time, end_time, exit_code, signal, reason, request, host, allocation, array_job,
-    array_task, restarts, max_rss";
+    array_task, restarts, max_rss, cpu_usec, gpu_usage";
 
 /// One page of the jobs whose [eligible, end (or `now`)] overlaps [`q.start`, `q.end`], that
 /// come after `q.after` and match the query's lists, by id: at most `limit` of them, and
@@ -172,6 +172,11 @@ fn record(r: &rusqlite::Row) -> Result<AcctRecord, StoreError> {
         },
         restarts: r.get(19)?,
         max_rss: r.get::<_, Option<i64>>(20)?.map(|b| b.max(0) as u64),
+        cpu_usec: r.get::<_, Option<i64>>(21)?.map(|u| u.max(0) as u64),
+        gpu_usage: match r.get::<_, Option<String>>(22)? {
+            Some(text) => Some(json(id, "gpu_usage", &text)?),
+            None => None,
+        },
     })
 }
 

@@ -5,7 +5,7 @@
 use rusqlite::{Connection, Transaction};
 
 /// The version this build writes.
-pub const VERSION: u32 = 11;
+pub const VERSION: u32 = 12;
 
 /// Migration `i` brings a database at version `i` to `i + 1`.
 const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] = [
@@ -20,6 +20,7 @@ const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] =
     slurm_scripts,
     max_rss,
     scripts,
+    run_usage,
 ];
 
 /// Why a database cannot be brought up to date.
@@ -261,5 +262,15 @@ fn scripts(tx: &Transaction) -> rusqlite::Result<()> {
         );
         CREATE INDEX scripts_hash ON scripts(hash);
         ALTER TABLE jobs ADD COLUMN script_id INTEGER REFERENCES scripts(id);",
+    )
+}
+
+/// What a job's latest run used beside its peak memory: `cpu_usec`, its CPU time in
+/// microseconds (sacct's TotalCPU), and `gpu_usage`, a JSON `flex_proto::GpuUsage` of its
+/// leaves' sampled GPU telemetry. NULL when not measured, and for jobs stored before.
+fn run_usage(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "ALTER TABLE jobs ADD COLUMN cpu_usec INTEGER;
+        ALTER TABLE jobs ADD COLUMN gpu_usage TEXT;",
     )
 }

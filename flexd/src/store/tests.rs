@@ -247,6 +247,7 @@ fn one_bad_change_does_not_fail_its_batch() {
             cancelled_by: None,
             charge: Vec::new(),
             max_rss: None,
+            cpu_usec: None,
         }),
         Done::Then(Box::new(move |r| t2.send(r).unwrap())),
     );
@@ -314,6 +315,7 @@ fn starts_and_ends_are_recorded_and_loaded() {
             cancelled_by: None,
             charge: Vec::new(),
             max_rss: None,
+            cpu_usec: None,
         }),
         Done::Nothing,
     );

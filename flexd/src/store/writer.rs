@@ -50,6 +50,8 @@ pub(crate) struct End {
     pub charge: Vec<UsageRow>,
     /// The run's peak resident memory in bytes (sacct's MaxRSS), when measured.
     pub max_rss: Option<u64>,
+    /// The run's CPU time in microseconds (sacct's TotalCPU), when measured.
+    pub cpu_usec: Option<u64>,
 }
 
 /// One change to the database.
@@ -90,6 +92,11 @@ pub(crate) enum Op {
         from: JobState,
     },
     Update(Box<Update>),
+    /// What flexd's samples of its leaves said of its GPU use (after its end).
+    GpuUsage {
+        job: JobId,
+        usage: Box<flex_proto::GpuUsage>,
+    },
     /// Nothing: its acknowledgement says every change sent before it is committed.
     Barrier,
 }
@@ -340,6 +347,7 @@ fn op_name(op: &Op) -> String {
         Op::RequeueRequested { job, .. } => format!("record the requeue request of job {job}"),
         Op::Requeue { job, .. } => format!("requeue job {job}"),
         Op::Update(u) => format!("update job {}", u.job),
+        Op::GpuUsage { job, .. } => format!("record the GPU use of job {job}"),
         Op::Barrier => "barrier".into(),
     }
 }
@@ -374,7 +382,7 @@ fn apply(tx: &Transaction, bodies: &mut Bodies, op: &Op) -> Result<Option<JobId>
             tx.prepare_cached(
                 "UPDATE jobs SET state = ?2, end_time = ?3, exit_code = ?4, signal = ?5,
                     reason = ?6, cancelled_by = COALESCE(?7, cancelled_by),
-                    max_rss = COALESCE(?8, max_rss)
+                    max_rss = COALESCE(?8, max_rss), cpu_usec = COALESCE(?9, cpu_usec)
                  WHERE id = ?1",
             )?
             .execute(params![
@@ -386,6 +394,7 @@ fn apply(tx: &Transaction, bodies: &mut Bodies, op: &Op) -> Result<Option<JobId>
                 e.reason,
                 e.cancelled_by,
                 e.max_rss.map(|b| b as i64),
+                e.cpu_usec.map(|u| u as i64),
             ])?;
             event(tx, e.job, e.time, Some(e.from), e.to, e.reason.as_deref())?;
             super::usage::save(tx, &e.charge)?;
@@ -399,6 +408,11 @@ fn apply(tx: &Transaction, bodies: &mut Bodies, op: &Op) -> Result<Option<JobId>
             from,
         } => queueing::requeue(tx, *job, *time, *hold, *from)?,
         Op::Update(u) => queueing::update(tx, u)?,
+        Op::GpuUsage { job, usage } => {
+            let text = serde_json::to_string(usage).expect("GpuUsage serializes");
+            tx.prepare_cached("UPDATE jobs SET gpu_usage = ?2 WHERE id = ?1")?
+                .execute(params![job.0 as i64, text])?;
+        }
         Op::Barrier => {}
     }
     Ok(None)

@@ -211,6 +211,11 @@ pub struct JobEndStatus {
     /// none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_rss: Option<u64>,
+    /// The CPU time the job used, in microseconds: its cgroup's `cpu.stat` usage_usec, else
+    /// user and system time of the processes its supervisor waited for. Older supervisors
+    /// send none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_usec: Option<u64>,
     /// The kernel's OOM killer killed one of the job's processes for reaching its memory
     /// limit: flexd records OUT_OF_MEMORY for a job that `state` says completed or failed.
     /// A flag beside `state`, not a state of its own, so that older flexds read the frame
@@ -287,6 +292,40 @@ pub struct AcctRecord {
     /// measured one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_rss: Option<u64>,
+    /// Its latest run's CPU time in microseconds (sacct's TotalCPU), when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_usec: Option<u64>,
+    /// What its leaves' GPU telemetry said while it ran, when flexd sampled any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_usage: Option<GpuUsage>,
+}
+
+/// A job's GPU use as flexd sampled it (per leaf, summed over the job's leaves at each
+/// sample). A figure the hardware did not report is None ("not reported"), never a guess.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuUsage {
+    /// Where the samples came from: `nvml`, or `simulated (FILE)` for a simulated topology's
+    /// telemetry file.
+    pub source: String,
+    /// Samples taken while the job ran.
+    pub samples: u32,
+    /// Seconds between samples.
+    pub period_s: f64,
+    /// GPU memory in use on the job's leaves together, in bytes: the peak and the mean of the
+    /// samples that reported it.
+    pub mem_max_bytes: Option<u64>,
+    pub mem_ave_bytes: Option<u64>,
+    /// Utilisation in percent of one leaf, summed over the job's leaves (a 4-leaf job with
+    /// every leaf busy is 400): the peak and the mean of the samples that reported it.
+    pub util_max_pct: Option<f64>,
+    pub util_ave_pct: Option<f64>,
+}
+
+impl GpuUsage {
+    /// Whether the samples came from a simulated topology, not the hardware.
+    pub fn simulated(&self) -> bool {
+        self.source.starts_with("simulated")
+    }
 }
 
 /// A host's capacity, for utilization.

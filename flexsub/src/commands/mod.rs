@@ -1,13 +1,14 @@
 //! One module per command, each a thin binary's whole logic, named after the requests it sends:
 //! [`submit`] (flexsub: Submit, TestOnly), [`queue`] (flexq: QueueRows, Queue, LeafMap),
 //! [`cancel`] (flexcancel: Cancel), [`control`] (flexcontrol: Control), [`acct`] (flexacct:
-//! Accounting), [`report`] (flexreport: Accounting), [`prio`] (flexprio: Priority), [`share`]
+//! Accounting), [`eff`] (flexeff: Accounting), [`report`] (flexreport: Accounting), [`prio`] (flexprio: Priority), [`share`]
 //! (flexshare: Shares) and [`run`] (flexrun, inside a job: no request). The daemon answers each request
 //! in `flexd/src/server/handlers/<request>.rs`.
 
 pub mod acct;
 pub mod cancel;
 pub mod control;
+pub mod eff;
 pub mod prio;
 pub mod queue;
 pub mod report;

@@ -60,6 +60,9 @@ struct File {
     gpu: Vec<GpuEntry>,
     #[serde(default)]
     nvlink: Vec<NvLink>,
+    /// A file of simulated GPU telemetry samples for the leaves (`crate::telemetry::file`),
+    /// relative to this file's directory.
+    telemetry: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -370,6 +373,18 @@ pub struct FileProbe {
 impl FileProbe {
     pub fn new(path: PathBuf) -> Self {
         Self { path }
+    }
+
+    /// The simulated telemetry file the topology names (`telemetry = "FILE"`), resolved
+    /// against the topology file's directory; None when it names none.
+    pub fn telemetry_file(&self) -> Result<Option<PathBuf>, TopologyError> {
+        let origin = self.path.display().to_string();
+        let file: File = toml::from_str(&self.text()?).map_err(|e| TopologyError::Syntax {
+            origin,
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let dir = self.path.parent().unwrap_or(std::path::Path::new(""));
+        Ok(file.telemetry.map(|t| dir.join(t)))
     }
 
     fn text(&self) -> Result<String, TopologyError> {

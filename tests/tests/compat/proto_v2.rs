@@ -251,6 +251,8 @@ pub fn samples() -> Vec<Msg> {
         array: None,
         restarts: 0,
         max_rss: None,
+        cpu_usec: None,
+        gpu_usage: None,
     };
     let filter = QueueFilter {
         users: vec!["ann".into()],

@@ -53,6 +53,7 @@ fn end(st: &mut State, id: JobId, time: u64) {
         time,
         note: None,
         max_rss: None,
+        cpu_usec: None,
     };
     assert!(st.finish(id, o));
 }

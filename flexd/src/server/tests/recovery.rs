@@ -77,6 +77,7 @@ fn recovery_readopts_ends_and_never_hands_a_leaf_out_twice() {
                 end_time: NOW - 20,
                 note: None,
                 max_rss: None,
+                cpu_usec: None,
                 oom_killed: false,
             }),
             8 => Found::NeverRan,

@@ -1,0 +1,39 @@
+//! GPU telemetry per leaf: what the hardware says each leaf of a running job uses, read every
+//! sampling period. The interface ([`Telemetry`], [`Reading`]) and its sources: [`nvml`] on
+//! real GPUs (behind the `nvml` feature) and [`file`], the samples a simulated topology names.
+//! A figure a source cannot give is None ("not reported"), never a made-up number.
+
+pub mod file;
+#[cfg(feature = "nvml")]
+pub mod nvml;
+
+use crate::ids::{JobId, LeafId};
+
+/// One leaf to sample: which job holds it, and whether the job holds all of it (a share of a
+/// whole GPU cannot be told apart from the other jobs on it, so it is not reported).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub leaf: LeafId,
+    pub uuid: String,
+    pub job: JobId,
+    pub whole: bool,
+}
+
+/// What one leaf reported at one sample.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reading {
+    pub leaf: LeafId,
+    pub job: JobId,
+    /// GPU memory in use on the leaf, in bytes.
+    pub mem_bytes: Option<u64>,
+    /// Utilisation of the leaf, percent.
+    pub util_pct: Option<f64>,
+}
+
+/// A source of per-leaf samples.
+pub trait Telemetry: Send {
+    /// `nvml`, or `simulated (FILE)`: shown with every figure that comes from it.
+    fn label(&self) -> String;
+    /// One sample of each target, in the targets' order.
+    fn read(&mut self, targets: &[Target]) -> Vec<Reading>;
+}
