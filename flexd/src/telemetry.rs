@@ -9,8 +9,9 @@ use gres_plugin::telemetry::{Reading, Target, Telemetry};
 use gres_plugin::{JobId, LeafId};
 use std::collections::BTreeMap;
 
-/// One job's running totals. A sample counts for a figure when at least one of the job's
-/// leaves reported it; the job's value at a sample is the sum over the leaves that did.
+/// One job's running totals. A sample counts (for `samples`, and for a figure) when at least
+/// one of the job's leaves reported something (that figure); the job's value at a sample is
+/// the sum over the leaves that did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Totals {
     samples: u32,
@@ -34,7 +35,9 @@ impl Totals {
                 util = Some(util.unwrap_or(0.0) + u);
             }
         }
-        self.samples += 1;
+        if mem.is_some() || util.is_some() {
+            self.samples += 1;
+        }
         if let Some(m) = mem {
             self.mem_n += 1;
             self.mem_sum += m as u128;
@@ -245,7 +248,7 @@ mod tests {
                 JobId(5),
                 GpuUsage {
                     source: "simulated (s.csv)".into(),
-                    samples: 4,
+                    samples: 3,
                     period_s: 30.0,
                     mem_max_bytes: Some(3075 * mib),
                     mem_ave_bytes: Some((7177 * mib + 1) / 3),
@@ -277,6 +280,6 @@ mod tests {
             (s.mem_max_bytes, s.util_max_pct, s.util_ave_pct),
             (Some(10), None, None)
         );
-        assert_eq!(s.samples, 2);
+        assert_eq!(s.samples, 1);
     }
 }

@@ -307,7 +307,7 @@ pub struct GpuUsage {
     /// Where the samples came from: `nvml`, or `simulated (FILE)` for a simulated topology's
     /// telemetry file.
     pub source: String,
-    /// Samples taken while the job ran.
+    /// Samples taken while the job ran in which any of its leaves reported something.
     pub samples: u32,
     /// Seconds between samples.
     pub period_s: f64,

@@ -1,0 +1,125 @@
+//! GPU telemetry on a simulated topology: flexd samples the fixed file
+//! `tests/fixtures/telemetry/samples.csv`, the metrics endpoint shows each busy leaf's reading
+//! with its job, and a finished job's summary (flexacct) and efficiency report (flexeff) are
+//! what the samples say, to the byte, labelled simulated.
+
+use flex_tests::cli::{cmd, submit, text, wait_running};
+use flex_tests::metrics::{free_address, http_get};
+use flex_tests::Daemon;
+use gres_plugin::JobId;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn samples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/telemetry/samples.csv")
+}
+
+/// The shipped A100 testbed naming the fixed samples file.
+fn topology(dir: &Path) -> PathBuf {
+    let shipped = gres_plugin::topology::builtin("a100-40gb-x2.toml").expect("shipped");
+    let path = dir.join("a100-sim.toml");
+    let text = format!("telemetry = {:?}\n{shipped}", samples().display().to_string());
+    std::fs::write(&path, text).expect("write the topology");
+    path
+}
+
+/// flexacct's JSON record of `job`, once its GPU summary is in (it follows the job's end by
+/// a sampling period).
+fn record_with_usage(d: &Daemon, job: JobId) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = cmd(d, "flexacct")
+            .args(["--json", "-j", &job.to_string()])
+            .output()
+            .expect("run flexacct");
+        let recs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("JSON");
+        if let Some(r) = recs.into_iter().find(|r| r["gpu_usage"].is_object()) {
+            return r;
+        }
+        assert!(Instant::now() < deadline, "no GPU summary of job {job}:\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn flexeff(d: &Daemon, job: JobId) -> String {
+    let out = cmd(d, "flexeff").arg(job.to_string()).output().expect("run flexeff");
+    assert!(out.status.success(), "flexeff: {}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+#[test]
+fn a_jobs_gpu_summary_and_efficiency_are_what_the_samples_say() {
+    let scratch = tempfile::tempdir().expect("temporary directory");
+    let addr = free_address();
+    let config = format!("telemetry_period = \"1s\"\nmetrics_listen = \"{addr}\"");
+    let d = Daemon::start_with(topology(scratch.path()).to_str().unwrap(), &config);
+    assert!(d.log().contains("GPU telemetry from simulated ("), "{}", d.log());
+    let dir = scratch.path();
+    let four = submit(&d, dir, "four.sh", "#!/bin/sh\nsleep 6\n", &["--leaves", "4"]);
+    let one = submit(&d, dir, "one.sh", "#!/bin/sh\nsleep 6\n", &["--leaves", "1"]);
+    wait_running(&d, four);
+
+    // While it runs, each of its leaves has a gauge with its job's id, labelled simulated.
+    let want = format!("job=\"{four}\",source=\"simulated\"}} ");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let page = loop {
+        let (code, body) = http_get(&addr, "/metrics");
+        assert_eq!(code, 200);
+        let n = body
+            .lines()
+            .filter(|l| l.starts_with("flex_leaf_gpu_memory_bytes{") && l.contains(&want))
+            .count();
+        if n == 4 {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "no gauges of job {four}:\n{body}");
+        std::thread::sleep(Duration::from_millis(30));
+    };
+    assert!(
+        page.lines()
+            .any(|l| l.starts_with("flex_leaf_gpu_utilization_percent{") && l.contains(&want)),
+        "{page}"
+    );
+
+    d.wait_finished(four);
+    d.wait_finished(one);
+    let rec = record_with_usage(&d, four);
+    let source = format!("simulated ({})", samples().display());
+    assert_eq!(
+        rec["gpu_usage"],
+        serde_json::json!({
+            "source": source,
+            "samples": 4,
+            "period_s": 1.0,
+            "mem_max_bytes": 3u64 << 30,
+            "mem_ave_bytes": 2304u64 << 20,
+            "util_max_pct": 100.0,
+            "util_ave_pct": 85.0,
+        })
+    );
+    let eff = flexeff(&d, four);
+    let gpu: Vec<&str> = eff
+        .lines()
+        .filter(|l| l.starts_with("GPU") || l.starts_with("  --leaves"))
+        .collect();
+    assert_eq!(
+        gpu.join("\n"),
+        format!(
+            "GPU Leaves: 4 (1g.5gb), 19.00 GiB of GPU memory\n\
+             GPU Telemetry: {source}, 4 samples every 1 s\n\
+             GPU Utilization: mean 85%, peak 100% of one leaf (21.25% / 25.00% of the 4 held) (simulated)\n\
+             GPU Memory Utilized: peak 3.00 GiB, mean 2.25 GiB (15.79% of 19.00 GiB held) (simulated)\n  \
+             --leaves 1: it held 4 leaves; compute peaked at 1 leaf's worth (100% of one leaf) and GPU memory at 3.00 GiB, which 1 of its leaves hold (simulated)"
+        ),
+        "{eff}"
+    );
+
+    // A leaf whose device reports no utilisation: "not reported", and no leaf advice.
+    record_with_usage(&d, one);
+    let eff = flexeff(&d, one);
+    assert!(
+        eff.contains("\nGPU Utilization: not reported by the device\n")
+            && eff.contains("\nGPU Memory Utilized: peak 6.00 GiB, mean 5.00 GiB "),
+        "{eff}"
+    );
+}
