@@ -18,7 +18,10 @@ fn samples() -> PathBuf {
 fn topology(dir: &Path) -> PathBuf {
     let shipped = gres_plugin::topology::builtin("a100-40gb-x2.toml").expect("shipped");
     let path = dir.join("a100-sim.toml");
-    let text = format!("telemetry = {:?}\n{shipped}", samples().display().to_string());
+    let text = format!(
+        "telemetry = {:?}\n{shipped}",
+        samples().display().to_string()
+    );
     std::fs::write(&path, text).expect("write the topology");
     path
 }
@@ -36,13 +39,20 @@ fn record_with_usage(d: &Daemon, job: JobId) -> serde_json::Value {
         if let Some(r) = recs.into_iter().find(|r| r["gpu_usage"].is_object()) {
             return r;
         }
-        assert!(Instant::now() < deadline, "no GPU summary of job {job}:\n{}", d.log());
+        assert!(
+            Instant::now() < deadline,
+            "no GPU summary of job {job}:\n{}",
+            d.log()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
 fn flexeff(d: &Daemon, job: JobId) -> String {
-    let out = cmd(d, "flexeff").arg(job.to_string()).output().expect("run flexeff");
+    let out = cmd(d, "flexeff")
+        .arg(job.to_string())
+        .output()
+        .expect("run flexeff");
     assert!(out.status.success(), "flexeff: {}", text(&out.stderr));
     text(&out.stdout)
 }
@@ -53,10 +63,26 @@ fn a_jobs_gpu_summary_and_efficiency_are_what_the_samples_say() {
     let addr = free_address();
     let config = format!("telemetry_period = \"1s\"\nmetrics_listen = \"{addr}\"");
     let d = Daemon::start_with(topology(scratch.path()).to_str().unwrap(), &config);
-    assert!(d.log().contains("GPU telemetry from simulated ("), "{}", d.log());
+    assert!(
+        d.log().contains("GPU telemetry from simulated ("),
+        "{}",
+        d.log()
+    );
     let dir = scratch.path();
-    let four = submit(&d, dir, "four.sh", "#!/bin/sh\nsleep 6\n", &["--leaves", "4"]);
-    let one = submit(&d, dir, "one.sh", "#!/bin/sh\nsleep 6\n", &["--leaves", "1"]);
+    let four = submit(
+        &d,
+        dir,
+        "four.sh",
+        "#!/bin/sh\nsleep 6\n",
+        &["--leaves", "4"],
+    );
+    let one = submit(
+        &d,
+        dir,
+        "one.sh",
+        "#!/bin/sh\nsleep 6\n",
+        &["--leaves", "1"],
+    );
     wait_running(&d, four);
 
     // While it runs, each of its leaves has a gauge with its job's id, labelled simulated.
@@ -72,7 +98,10 @@ fn a_jobs_gpu_summary_and_efficiency_are_what_the_samples_say() {
         if n == 4 {
             break body;
         }
-        assert!(Instant::now() < deadline, "no gauges of job {four}:\n{body}");
+        assert!(
+            Instant::now() < deadline,
+            "no gauges of job {four}:\n{body}"
+        );
         std::thread::sleep(Duration::from_millis(30));
     };
     assert!(
