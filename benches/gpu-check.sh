@@ -17,7 +17,10 @@
 #     upstream-NCCL variables (NCCL_MULTI_RANK_GPU_ENABLE=1, P2P off) and without them, and
 #     two jobs of half a GPU each (--gpu-fraction 0.5) running side by side;
 #  5. nvidia-smi --query-gpu sampled every half second while the jobs run;
-#  6. flexacct's records of the jobs.
+#  6. flexacct's records of the jobs, flexd's own NVML telemetry of the device-checking job
+#     (flexacct --json, flexeff), and what NVML sampling costs when the telemetry bench
+#     (`cargo bench -p flexd --bench telemetry --no-run`, copied as telemetry-bench) lies
+#     beside the binaries.
 #
 # Every step is run with a timeout, reported PASS or FAIL with its output, and the next step
 # runs regardless. The report is OUTDIR/gpu-check.md (OUTDIR: the argument, else $OUT, else
@@ -36,7 +39,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --bin) BIN=${2:?--bin needs a directory}; shift 2 ;;
     --bin=*) BIN=${1#--bin=}; shift ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpu-check: unknown option $1 (--bin DIR, OUTDIR)" >&2; exit 3 ;;
     *) OUTDIR=$1; shift ;;
   esac
@@ -63,7 +66,7 @@ echo "$SMI_L" | grep -q '^GPU [0-9]' || no_gpu "nvidia-smi -L lists no GPU"
 
 # --- binaries --------------------------------------------------------------------------------
 
-NEED=(flexd flexsub flexq flexrun flexgres flexacct flexcontrol)
+NEED=(flexd flexsub flexq flexrun flexgres flexacct flexcontrol flexeff)
 find_bin() {
   local dir
   for dir in "$BIN" "" "$REPO/target/release"; do
@@ -455,6 +458,7 @@ socket = "$WORK/sock"
 state_dir = "$WORK/state"
 metrics_listen = "127.0.0.1:$METRICS_PORT"
 keep_finished = "1h"
+telemetry_period = "2s"
 EOF
 export FLEX_SOCKET=$WORK/sock
 export FLEX_CONFIG=$WORK/flexd.toml
@@ -504,7 +508,8 @@ flexsub_wait() {
   local state=
   for _ in $(seq 1200); do
     state=$(flexq -h -j "$id" -o '%T' 2>/dev/null)
-    [ "$state" = RUNNING ] && [ ! -f "$WORK/scraped-$id" ] && { scrape > "$WORK/metrics-$id" 2>&1; touch "$WORK/scraped-$id"; }
+    # The last scrape while it runs holds the latest telemetry gauges.
+    [ "$state" = RUNNING ] && scrape > "$WORK/metrics-$id" 2>&1
     case "$state" in PENDING|CONFIGURING|RUNNING|COMPLETING) ;; *) break ;; esac
     sleep 0.2
   done
@@ -524,6 +529,24 @@ export -f flexsub_wait
 
 step "a 1-leaf job checks its device (torch + ctypes libcuda), busy 8 s" 120 \
   flexsub_wait --leaves 1 --wrap "python3 $WORK/nvml_probe.py 6 & python3 $WORK/device_check.py 8; r=\$?; wait; exit \$r"
+
+# flexd's own NVML telemetry of that job: its summary follows the end by a sampling period.
+telemetry_of() {
+  local id=$1
+  for _ in $(seq 50); do
+    flexacct --json -j "$id" | grep -q '"gpu_usage"' && break
+    sleep 0.2
+  done
+  flexacct --json -j "$id" | python3 -c 'import json,sys; r=json.load(sys.stdin)[0]; print("gpu_usage:", json.dumps(r.get("gpu_usage")), " cpu_usec:", r.get("cpu_usec"), " max_rss:", r.get("max_rss"))'
+  flexeff "$id"
+  flexacct --json -j "$id" | grep -q '"gpu_usage"'
+}
+export -f telemetry_of
+step "flexd's NVML telemetry of job 1 (flexacct, flexeff)" 30 telemetry_of 1
+if [ -x "$BIN/telemetry-bench" ]; then
+  step "what NVML sampling costs (flexd's telemetry bench)" 60 \
+    env FLEX_TELEMETRY_ROUNDS=200 "$BIN/telemetry-bench" --bench
+fi
 
 # --- 4. NCCL all-reduce -----------------------------------------------------------------------
 

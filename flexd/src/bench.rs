@@ -132,3 +132,50 @@ fn job(uid: u32, leaves: u32, at: u64) -> NewJob {
         held: [u32::MAX; 2],
     }
 }
+
+/// flexd's GPU telemetry sampling on a full host, for `cargo bench -p flexd --bench
+/// telemetry`: collecting the leaves running jobs hold (under the state's lock in the
+/// daemon) and one sample of them from a samples file, added to each job's totals.
+pub struct TelemetryBench {
+    core: crate::server::Core,
+    sampler: crate::telemetry::Sampler,
+}
+
+impl TelemetryBench {
+    /// `topology` filled with running jobs (sizes 1 to 7 leaves); every leaf has a series of
+    /// `samples` samples in the file.
+    pub fn new(topology: &str, samples: u32) -> TelemetryBench {
+        let pass = PassBench::new(topology, 2000, 10, Weighing::Fifo);
+        let leaves = pass.state.cluster.host(gres_plugin::HostId(0)).leaves.len();
+        let mut text = String::new();
+        for n in 0..samples {
+            for l in 0..leaves {
+                text.push_str(&format!("{n},{l},{},{}\n", 1000 + n % 500, n % 101));
+            }
+        }
+        let file = gres_plugin::telemetry::file::FileTelemetry::parse(
+            &text,
+            std::path::Path::new("bench.csv"),
+        )
+        .expect("generated samples");
+        TelemetryBench {
+            core: crate::server::Core {
+                settings: pass.settings,
+                state: pass.state,
+            },
+            sampler: crate::telemetry::Sampler::new(Box::new(file), 30.0),
+        }
+    }
+
+    /// The leaves running jobs hold: what the daemon collects under its lock.
+    pub fn collect(&self) -> usize {
+        crate::telemetry::targets(&self.core).len()
+    }
+
+    /// One whole sample: collect, read, add; the readings taken.
+    pub fn tick(&mut self) -> usize {
+        let held = crate::telemetry::targets(&self.core);
+        let targets: Vec<_> = held.into_iter().map(|(t, _)| t).collect();
+        self.sampler.tick(&targets).0.len()
+    }
+}
