@@ -98,6 +98,37 @@ impl Usage {
     }
 }
 
+/// What its latest run used, as sacct's `TRESUsageInMax` (`max`) or `TRESUsageInAve`:
+/// `cpu=00:06:00,mem=1.50G,gres/gpumem=3G,gres/gpuutil=100`. `cpu` is its CPU time, `mem` its
+/// peak resident memory (one task: its peak is also its mean), `gres/gpumem` the GPU memory in
+/// use on its leaves together and `gres/gpuutil` their utilisation in percent of one leaf,
+/// summed over its leaves, from flexd's telemetry; a figure not measured or not reported is
+/// left out.
+pub fn tres_usage(r: &AcctRecord, max: bool) -> String {
+    let mut parts = Vec::new();
+    if let Some(us) = r.cpu_usec {
+        let secs = (us as f64 / 1e6).round() as u64;
+        parts.push(format!("cpu={}", crate::when::format_elapsed(secs)));
+    }
+    if let Some(b) = r.max_rss {
+        parts.push(format!("mem={}", crate::units::format_size(b)));
+    }
+    if let Some(g) = &r.gpu_usage {
+        let (mem, util) = if max {
+            (g.mem_max_bytes, g.util_max_pct)
+        } else {
+            (g.mem_ave_bytes, g.util_ave_pct)
+        };
+        if let Some(m) = mem {
+            parts.push(format!("gres/gpumem={}", crate::units::format_size(m)));
+        }
+        if let Some(u) = util {
+            parts.push(format!("gres/gpuutil={}", u.round()));
+        }
+    }
+    parts.join(",")
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -185,5 +216,30 @@ pub(crate) mod tests {
         assert_eq!(run_within(&running, 0, 2000, 4600), 1000);
         let pending = record(None, None, vec![]);
         assert_eq!((elapsed(&pending, 500), wait(&pending, 500)), (0, 400));
+    }
+
+    #[test]
+    fn tres_usage_spells_what_the_run_used_and_leaves_out_what_is_not_known() {
+        let mut r = record(Some(200), Some(800), Vec::new());
+        assert_eq!(tres_usage(&r, true), "");
+        r.cpu_usec = Some(359_600_000);
+        r.max_rss = Some(3 << 29);
+        r.gpu_usage = Some(flex_proto::GpuUsage {
+            source: "nvml".into(),
+            samples: 12,
+            period_s: 30.0,
+            mem_max_bytes: Some(3 << 30),
+            mem_ave_bytes: Some(5 << 29),
+            util_max_pct: Some(99.6),
+            util_ave_pct: None,
+        });
+        assert_eq!(
+            tres_usage(&r, true),
+            "cpu=00:06:00,mem=1.50G,gres/gpumem=3G,gres/gpuutil=100"
+        );
+        assert_eq!(
+            tres_usage(&r, false),
+            "cpu=00:06:00,mem=1.50G,gres/gpumem=2.50G"
+        );
     }
 }

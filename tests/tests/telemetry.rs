@@ -126,6 +126,24 @@ fn a_jobs_gpu_summary_and_efficiency_are_what_the_samples_say() {
             "util_ave_pct": 85.0,
         })
     );
+    // flexacct in Slurm's TRES spelling, with the source beside it and a note on stderr.
+    let out = cmd(&d, "flexacct")
+        .args(["-n", "-P", "-j", &four.to_string()])
+        .args(["-o", "TRESUsageInMax,TRESUsageInAve,GPUTelemetry"])
+        .output()
+        .expect("run flexacct");
+    let row = text(&out.stdout);
+    let (max, rest) = row.split_once('|').expect("three fields");
+    assert!(
+        max.ends_with("gres/gpumem=3G,gres/gpuutil=100")
+            && rest.starts_with("cpu=")
+            && rest.ends_with(&format!(",gres/gpumem=2.25G,gres/gpuutil=85|{source}\n")),
+        "{row}"
+    );
+    assert!(
+        text(&out.stderr).contains("flexacct: note: GPU figures of simulated topologies"),
+        "{out:?}"
+    );
     let eff = flexeff(&d, four);
     let gpu: Vec<&str> = eff
         .lines()

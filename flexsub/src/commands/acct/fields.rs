@@ -247,6 +247,35 @@ pub static FIELDS: &[Field] = &[
             .max_rss
             .map_or_else(String::new, |b| format!("{}K", b.div_ceil(1024)))
     ),
+    field!(
+        "TotalCPU",
+        10,
+        "CPU time of its latest run [D-]HH:MM:SS (its cgroup's cpu.stat)",
+        |r, _| r.cpu_usec.map_or_else(String::new, |us| {
+            crate::when::format_elapsed((us as f64 / 1e6).round() as u64)
+        })
+    ),
+    field!(
+        "TRESUsageInMax",
+        40,
+        "peak use of its latest run: cpu (time), mem (MaxRSS), gres/gpumem, gres/gpuutil (percent of one leaf, summed over its leaves)",
+        |r, _| usage::tres_usage(r, true)
+    ),
+    field!(
+        "TRESUsageInAve",
+        40,
+        "mean use of its latest run, as TRESUsageInMax",
+        |r, _| usage::tres_usage(r, false)
+    ),
+    field!(
+        "GPUTelemetry",
+        12,
+        "where its GPU figures come from: nvml, or simulated (FILE)",
+        |r, _| r
+            .gpu_usage
+            .as_ref()
+            .map_or_else(String::new, |g| g.source.clone())
+    ),
     field!("NodeList", 15, "host", |r, _| r
         .host
         .clone()

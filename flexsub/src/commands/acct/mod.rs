@@ -271,6 +271,14 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
         now: reply.now,
         tz: now.time_zone().clone(),
     };
+    let usage_shown = cols.iter().any(|c| c.field.name.starts_with("TRESUsage"));
+    let simulated = |r: &AcctRecord| r.gpu_usage.as_ref().is_some_and(|g| g.simulated());
+    if usage_shown && reply.jobs.iter().any(simulated) {
+        eprintln!(
+            "flexacct: note: GPU figures of simulated topologies come from simulated telemetry \
+             (the GPUTelemetry field says which)"
+        );
+    }
     let text = render(&cols, &reply.jobs, &ctx, &style, !a.noheader)?;
     out.write_all(text.as_bytes()).map_err(w)?;
     Ok(exit::OK)
