@@ -7,8 +7,10 @@ use crate::options::{self, Key, OptSpec, Settings};
 /// The prefixes that mark a directive line; both mean the same options.
 pub const PREFIXES: [&str; 2] = ["#FLEX", "#SBATCH"];
 
-/// Split a directive's text into words: whitespace separates, single and double quotes group,
-/// and an unquoted `#` at the start of a word begins a comment.
+/// Split a directive's text into words as sbatch does (its `get_argument`): whitespace
+/// separates, single and double quotes group, a backslash takes the next character as it is
+/// (in quotes too: `-o out\\%j` reaches the job as `out\%j`), and an unquoted `#` begins a
+/// comment, at the start of a word or within one.
 fn words(text: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     let mut cur: Option<String> = None;
@@ -20,12 +22,14 @@ fn words(text: &str) -> Result<Vec<String>, String> {
                     out.push(w);
                 }
             }
-            '#' if cur.is_none() => break,
+            '#' => break,
+            '\\' => cur.get_or_insert_with(String::new).extend(chars.next()),
             '\'' | '"' => {
                 let w = cur.get_or_insert_with(String::new);
                 loop {
                     match chars.next() {
                         Some(q) if q == c => break,
+                        Some('\\') => w.extend(chars.next()),
                         Some(x) => w.push(x),
                         None => return Err(format!("unclosed {c} quote")),
                     }
@@ -262,6 +266,22 @@ mod tests {
         let mut s = Settings::default();
         let w = apply_directives("job.sh", script, &mut s)?;
         Ok((s, w))
+    }
+
+    #[test]
+    fn directive_words_split_as_sbatch_splits_them() {
+        let w = |t: &str| words(t).unwrap();
+        assert_eq!(
+            w(r#"-o out\%j.txt -J "a b""#),
+            ["-o", "out%j.txt", "-J", "a b"]
+        );
+        assert_eq!(
+            w(r#"-o 'x\\y' --comment="q\"q""#),
+            ["-o", r"x\y", r#"--comment=q"q"#]
+        );
+        assert_eq!(w("-J name#comment"), ["-J", "name"]);
+        assert_eq!(w("-J '#kept' # gone"), ["-J", "#kept"]);
+        assert_eq!(w(r"-J a\ b"), ["-J", "a b"]);
     }
 
     #[test]

@@ -109,7 +109,11 @@ impl Cluster {
                 &topo,
             ));
         }
-        make_device_files(&gres);
+        assert_eq!(
+            make_device_files(&gres),
+            NODES.len() * 14 * 3,
+            "three device files per leaf, 14 leaves per node"
+        );
         std::fs::write(d.join("gres.conf"), &gres).unwrap();
         nodes
     }

@@ -146,8 +146,8 @@ pub(super) fn flexgres(args: &[&str], topology: &Path) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
-/// Every device path gres.conf names, as a symlink to /dev/null (a character device).
-pub(super) fn make_device_files(gres: &str) {
+/// Every device path gres.conf names, as a symlink to /dev/null (a character device); how many.
+pub(super) fn make_device_files(gres: &str) -> usize {
     let mut n = 0;
     for line in gres.lines().filter(|l| !l.starts_with('#')) {
         for field in line.split_whitespace() {
@@ -167,9 +167,5 @@ pub(super) fn make_device_files(gres: &str) {
             }
         }
     }
-    assert_eq!(
-        n,
-        2 * 14 * 3,
-        "three device files per leaf, 14 leaves per node"
-    );
+    n
 }

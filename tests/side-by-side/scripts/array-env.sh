@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --array=2-4
+python task.py

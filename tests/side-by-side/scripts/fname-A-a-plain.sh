@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -o plain-%A-%a.txt
+python task.py

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -o out-%J-%s-%t-%n.txt
+python task.py

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -o on-%N.txt
+python task.py

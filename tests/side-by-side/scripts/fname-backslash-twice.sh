@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -o literal\\%j.txt
+python task.py

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -o 100%%-%j.txt
+python task.py

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -J fn -o %x-%u.txt
+python task.py

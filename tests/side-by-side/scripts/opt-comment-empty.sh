@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --comment=
+python task.py

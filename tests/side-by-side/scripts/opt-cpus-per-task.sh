@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -c 4
+srun python task.py

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --exclusive
+srun python task.py

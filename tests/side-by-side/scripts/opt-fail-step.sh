@@ -1,0 +1,4 @@
+#!/bin/bash
+#SBATCH -n 2
+srun fail 2
+echo after

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -n 1 -c 4 --gpus=2
+srun python train.py

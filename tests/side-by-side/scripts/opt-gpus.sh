@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --gpus=2
+srun python train.py

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --gres=gpu:3
+srun python task.py

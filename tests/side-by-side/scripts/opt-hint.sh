@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --hint=nomultithread -c 2
+srun python task.py

@@ -1,0 +1,4 @@
+#!/bin/bash
+#SBATCH -J renamed
+#SBATCH -o %x.out
+python task.py

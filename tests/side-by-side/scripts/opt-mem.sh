@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --mem=4G
+python task.py

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --nice=10
+python task.py

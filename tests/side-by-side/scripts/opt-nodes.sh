@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -N 1 -n 2
+srun python task.py

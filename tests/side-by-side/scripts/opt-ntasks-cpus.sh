@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -n 2 -c 3
+srun python task.py

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --ntasks=2
+srun python task.py

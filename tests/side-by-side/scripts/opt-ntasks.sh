@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -n 3
+srun python task.py

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --open-mode=append -o same.out
+python task.py

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --requeue
+python task.py

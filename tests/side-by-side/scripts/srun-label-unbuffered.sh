@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -n 2
+srun -l -u python task.py

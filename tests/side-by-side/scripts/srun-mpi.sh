@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -n 2
+srun --mpi=pmi2 python task.py

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -n 4
+srun --ntasks-per-node=2 python task.py

@@ -1,0 +1,121 @@
+//! The one list of the ways Flex may differ from Slurm in the side-by-side test, each with its
+//! reason; docs/commands.md ("Differences from Slurm, pinned by the side-by-side test") shows
+//! the same rows. An entry matches the differences (`observe::differences`) of the scripts
+//! its glob names; one that matches none fails the test, so the list stays true.
+
+/// A difference the test accepts.
+pub(super) struct Accepted {
+    /// Which scripts (a glob over their file names).
+    pub(super) scripts: &'static str,
+    /// Which difference (a glob): `outcome`, `jobs`, `state`, `exit`, `file only in slurm: NAME`,
+    /// `file only in flex: NAME`, `tasks PROGRAM`, `env PROGRAM VARIABLE` (`env batch ...` for
+    /// the batch step; `gpus` and `cores` count devices and allowed CPUs).
+    pub(super) fact: &'static str,
+    pub(super) reason: &'static str,
+}
+
+const fn a(scripts: &'static str, fact: &'static str, reason: &'static str) -> Accepted {
+    Accepted {
+        scripts,
+        fact,
+        reason,
+    }
+}
+
+pub(super) const ACCEPTED: &[Accepted] = &[
+    a(
+        "*",
+        "file only in slurm: slurm-*.out",
+        "Flex names the default output file flex-%j.out (flex-%A_%a.out in an array) where Slurm writes slurm-%j.out (slurm-%A_%a.out)",
+    ),
+    a(
+        "*",
+        "file only in flex: flex-*.out",
+        "Flex names the default output file flex-%j.out (flex-%A_%a.out in an array) where Slurm writes slurm-%j.out (slurm-%A_%a.out)",
+    ),
+    a(
+        "*",
+        "env * SLURM_JOB_ID",
+        "In an array Flex gives the array's own id to its first task, Slurm to its last (the record left when the others are split off); SLURM_ARRAY_JOB_ID and SLURM_ARRAY_TASK_ID agree",
+    ),
+    a(
+        "gpu_model.sh",
+        "outcome",
+        "Flex takes a GPU model the host has (a100) as a gres type; this Slurm node's types are its MIG profiles, as AutoDetect=nvml names them, so sbatch refuses the job",
+    ),
+    a(
+        "opt-export-var.sh",
+        "outcome",
+        "Flex takes --export=ALL only, and refuses other values naming the line",
+    ),
+    a(
+        "opt-timeout.sh",
+        "exit",
+        "A job killed at its time limit: flexacct's ExitCode is 0:15 (the SIGTERM that ended the script), sacct's job line 0:0 (only its batch step says 0:15)",
+    ),
+    a(
+        "ddp_srun.sh",
+        "exit",
+        "The output file's directory does not exist when the job starts (the script makes it): both end the job in the same state, Slurm with exit code 0:53, Flex with 0:0",
+    ),
+    a(
+        "fname-subdir.sh",
+        "exit",
+        "The output file's directory does not exist when the job starts (the script makes it): both end the job in the same state, Slurm with exit code 0:53, Flex with 0:0",
+    ),
+    a(
+        "*",
+        "env * SLURM_JOB_PARTITION",
+        "Flex has one partition, flex: -p gpu is ignored with a warning and SLURM_JOB_PARTITION says flex",
+    ),
+    a(
+        "*",
+        "env * *RANK",
+        "Flex's srun also gives each task torch's RANK and LOCAL_RANK (as flex-spank does under Slurm); a plain Slurm sets neither",
+    ),
+    a(
+        "*",
+        "env * *WORLD_SIZE",
+        "Flex's srun also gives each task torch's WORLD_SIZE and LOCAL_WORLD_SIZE (as flex-spank does under Slurm); a plain Slurm sets neither",
+    ),
+    a(
+        "*torchrun*.sh",
+        "tasks python",
+        "Flex's torchrun starts each worker as python -u SCRIPT (unbuffered), the test's stand-in torchrun as python SCRIPT",
+    ),
+    a(
+        "opt-exclusive.sh",
+        "env * *GPUS*",
+        "--exclusive: Flex holds the whole host and the job sees every leaf; Slurm gives the node's CPUs and memory but no GPU the job did not ask for",
+    ),
+    a(
+        "*",
+        "env * SLURM_*CPUS_*NODE",
+        "Flex gives each leaf at least default_cpus_per_leaf (1) core, so a job of N leaves holds at least N cores; Slurm gives one CPU per task",
+    ),
+    a(
+        "*",
+        "tasks *",
+        "being fixed: a step's own --ntasks-per-node (srun --ntasks-per-node=2 in a job of -n 4 starts 4 tasks in Slurm, 2 in Flex)",
+    ),
+    a(
+        "*",
+        "env * SLURM_NPROCS",
+        "being fixed: SLURM_NPROCS (the task count) in each task of an srun step, and a step's own -n in it",
+    ),
+    a(
+        "*",
+        "env * SLURM_*TASKS_PER_NODE",
+        "being fixed: a step's own -n in its tasks' SLURM_TASKS_PER_NODE; in the batch step of a job without -n Slurm counts its CPUs there (--exclusive: 32)",
+    ),
+    a(
+        "*",
+        "env * gpus",
+        "A job without GPUs sees an empty CUDA_VISIBLE_DEVICES (Slurm leaves it unset); being fixed: an srun step's tasks see all the job's GPUs unless --gpus-per-task or the step's own --gres narrows them",
+    ),
+    a(
+        "*",
+        "env * SLURM_GPUS*",
+        "A job without GPUs has SLURM_GPUS_ON_NODE=0 (Slurm leaves it unset); being fixed: an srun step's own --gres=gpu:N in its SLURM_GPUS_ON_NODE",
+    ),
+];
