@@ -80,6 +80,13 @@ fn nvml(rounds: u32) {
             uuid: l.uuid.clone(),
             job: JobId(1),
             whole: true,
+            gpu_uuid: found
+                .host
+                .gpus
+                .iter()
+                .find(|g| g.index == l.gpu)
+                .map_or_else(String::new, |g| g.uuid.clone()),
+            gpu_share: l.sm_slices as f64 / 7.0,
         })
         .collect();
     let first = t.read(&targets);

@@ -21,13 +21,25 @@ pub(crate) struct Totals {
     util_n: u32,
     util_sum: f64,
     util_max: f64,
+    /// Joules so far, when any sample reported power.
+    energy_j: Option<f64>,
 }
 
 impl Totals {
-    /// Add one sample of the job's leaves.
-    pub(crate) fn add<'a>(&mut self, readings: impl IntoIterator<Item = &'a Reading>) {
+    /// Add one sample of the job's leaves (`readings`, with the part of its GPU each is),
+    /// `period_s` after the one before.
+    pub(crate) fn add<'a>(
+        &mut self,
+        readings: impl IntoIterator<Item = (&'a Reading, f64)>,
+        period_s: f64,
+    ) {
         let (mut mem, mut util): (Option<u64>, Option<f64>) = (None, None);
-        for r in readings {
+        let mut powered = false;
+        for (r, gpu_share) in readings {
+            if let Some(w) = r.gpu_power_w {
+                *self.energy_j.get_or_insert(0.0) += w * gpu_share * period_s;
+                powered = true;
+            }
             if let Some(m) = r.mem_bytes {
                 mem = Some(mem.unwrap_or(0) + m);
             }
@@ -35,7 +47,7 @@ impl Totals {
                 util = Some(util.unwrap_or(0.0) + u);
             }
         }
-        if mem.is_some() || util.is_some() {
+        if mem.is_some() || util.is_some() || powered {
             self.samples += 1;
         }
         if let Some(m) = mem {
@@ -52,7 +64,7 @@ impl Totals {
 
     /// The job's summary; None when no sample reported anything.
     pub(crate) fn summary(&self, source: &str, period_s: f64) -> Option<GpuUsage> {
-        if self.mem_n == 0 && self.util_n == 0 {
+        if self.mem_n == 0 && self.util_n == 0 && self.energy_j.is_none() {
             return None;
         }
         // Means rounded to whole bytes and hundredths of a percent, so that a summary reads
@@ -69,6 +81,7 @@ impl Totals {
             mem_ave_bytes: mem_ave,
             util_max_pct: (self.util_n > 0).then_some(self.util_max),
             util_ave_pct: util_ave,
+            energy_j: self.energy_j.map(|j| (j * 10.0).round() / 10.0),
         })
     }
 }
@@ -129,10 +142,15 @@ impl Sampler {
             keep
         });
         for job in running {
+            let of_job = readings
+                .iter()
+                .zip(targets)
+                .filter(|(r, _)| r.job == job)
+                .map(|(r, t)| (r, t.gpu_share));
             self.totals
                 .entry(job)
                 .or_default()
-                .add(readings.iter().filter(|r| r.job == job));
+                .add(of_job, self.period_s);
         }
         (readings, ended)
     }
@@ -149,11 +167,16 @@ pub(crate) fn targets(core: &crate::server::Core) -> Vec<(Target, u32)> {
             let Some(leaf) = host.leaves.get(u.leaf.0 as usize) else {
                 continue;
             };
+            let Some(gpu) = host.gpus.iter().find(|g| g.index == leaf.gpu) else {
+                continue;
+            };
             let target = Target {
                 leaf: u.leaf,
                 uuid: leaf.uuid.clone(),
                 job: job.row.id,
                 whole: u.share >= 1000,
+                gpu_uuid: gpu.uuid.clone(),
+                gpu_share: leaf.sm_slices as f64 / 7.0 * u.share as f64 / 1000.0,
             };
             v.push((target, leaf.gpu.0));
         }
@@ -224,14 +247,17 @@ mod tests {
             uuid: format!("MIG-{leaf}"),
             job: JobId(job),
             whole: true,
+            gpu_uuid: "GPU-0".into(),
+            gpu_share: 1.0 / 7.0,
         }
     }
 
-    /// Job 5 holds leaves 0-3; only leaf 0 works (2-3 GiB, 90-100 %); the others hold 1 MiB
-    /// and report no utilisation. Its summary comes after the tick that no longer sees it.
+    /// Job 5 holds leaves 0-3 (1g each); only leaf 0 works (2-3 GiB, 90-100 %, its GPU at
+    /// 280 and 300 W, then not reported); the others hold 1 MiB and report no utilisation.
+    /// Its summary comes after the tick that no longer sees it.
     #[test]
     fn a_jobs_summary_is_the_sum_over_its_leaves_of_each_sample() {
-        let file = "0,0,2048,90\n1,0,3072,100\n2,0,2048,95\n\
+        let file = "0,0,2048,90,280\n1,0,3072,100,300\n2,0,2048,95\n\
                     0,1,1,\n1,1,1,\n2,1,1,\n0,2,1,\n1,2,1,\n2,2,1,\n0,3,1,\n1,3,1,\n2,3,1,\n";
         let src = FileTelemetry::parse(file, Path::new("s.csv")).unwrap();
         let mut s = Sampler::new(Box::new(src), 30.0);
@@ -254,6 +280,8 @@ mod tests {
                     mem_ave_bytes: Some((7177 * mib + 1) / 3),
                     util_max_pct: Some(100.0),
                     util_ave_pct: Some(95.0),
+                    // (280 + 300) W × 1/7 of the GPU × 30 s
+                    energy_j: Some(2485.7),
                 }
             )]
         );
@@ -267,19 +295,33 @@ mod tests {
             job: JobId(1),
             mem_bytes: None,
             util_pct: None,
+            gpu_power_w: None,
         };
-        t.add([&r]);
+        t.add([(&r, 1.0)], 1.0);
         assert_eq!(t.summary("nvml", 1.0), None);
-        // Memory without utilisation: utilisation is not reported, never 0.
-        t.add([&Reading {
+        // Memory without utilisation or power: those are not reported, never 0.
+        let mem = Reading {
             mem_bytes: Some(10),
-            ..r
-        }]);
+            ..r.clone()
+        };
+        t.add([(&mem, 1.0)], 1.0);
         let s = t.summary("nvml", 1.0).unwrap();
         assert_eq!(
-            (s.mem_max_bytes, s.util_max_pct, s.util_ave_pct),
-            (Some(10), None, None)
+            (s.mem_max_bytes, s.util_max_pct, s.util_ave_pct, s.energy_j),
+            (Some(10), None, None, None)
         );
         assert_eq!(s.samples, 1);
+        // A half share of a whole GPU: half its GPU's power, and nothing else of its own.
+        let mut share = Totals::default();
+        let power = Reading {
+            gpu_power_w: Some(400.0),
+            ..r
+        };
+        share.add([(&power, 0.5)], 2.0);
+        let s = share.summary("nvml", 2.0).unwrap();
+        assert_eq!(
+            (s.samples, s.mem_max_bytes, s.energy_j),
+            (1, None, Some(400.0))
+        );
     }
 }

@@ -232,6 +232,7 @@ pub(crate) mod tests {
             mem_ave_bytes: Some(5 << 29),
             util_max_pct: Some(99.6),
             util_ave_pct: None,
+            energy_j: None,
         });
         assert_eq!(
             tres_usage(&r, true),

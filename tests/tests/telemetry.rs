@@ -124,15 +124,21 @@ fn a_jobs_gpu_summary_and_efficiency_are_what_the_samples_say() {
             "mem_ave_bytes": 2304u64 << 20,
             "util_max_pct": 100.0,
             "util_ave_pct": 85.0,
+            "energy_j": 514.3,
         })
     );
     // flexacct in Slurm's TRES spelling, with the source beside it and a note on stderr.
     let out = cmd(&d, "flexacct")
         .args(["-n", "-P", "-j", &four.to_string()])
-        .args(["-o", "TRESUsageInMax,TRESUsageInAve,GPUTelemetry"])
+        .args([
+            "-o",
+            "ConsumedEnergy,TRESUsageInMax,TRESUsageInAve,GPUTelemetry",
+        ])
         .output()
         .expect("run flexacct");
     let row = text(&out.stdout);
+    let (energy, row) = row.split_once('|').expect("four fields");
+    assert_eq!(energy, "514");
     let (max, rest) = row.split_once('|').expect("three fields");
     assert!(
         max.ends_with("gres/gpumem=3G,gres/gpuutil=100")
@@ -155,7 +161,8 @@ fn a_jobs_gpu_summary_and_efficiency_are_what_the_samples_say() {
             "GPU Leaves: 4 (1g.5gb), 19.00 GiB of GPU memory\n\
              GPU Telemetry: {source}, 4 samples every 1 s\n\
              GPU Utilization: mean 85%, peak 100% of one leaf (21.25% / 25.00% of the 4 held) (simulated)\n\
-             GPU Memory Utilized: peak 3.00 GiB, mean 2.25 GiB (15.79% of 19.00 GiB held) (simulated)\n  \
+             GPU Memory Utilized: peak 3.00 GiB, mean 2.25 GiB (15.79% of 19.00 GiB held) (simulated)\n\
+             GPU Energy: 514.3 J (0.14 Wh), its part of its GPUs' power (simulated)\n  \
              --leaves 1: it held 4 leaves; compute peaked at 1 leaf's worth (100% of one leaf) and GPU memory at 3.00 GiB, which 1 of its leaves hold (simulated)"
         ),
         "{eff}"
@@ -166,7 +173,8 @@ fn a_jobs_gpu_summary_and_efficiency_are_what_the_samples_say() {
     let eff = flexeff(&d, one);
     assert!(
         eff.contains("\nGPU Utilization: not reported by the device\n")
-            && eff.contains("\nGPU Memory Utilized: peak 6.00 GiB, mean 5.00 GiB "),
+            && eff.contains("\nGPU Memory Utilized: peak 6.00 GiB, mean 5.00 GiB ")
+            && eff.contains("\nGPU Energy: 71.4 J (0.02 Wh), its part of its GPUs' power "),
         "{eff}"
     );
 }

@@ -32,7 +32,9 @@ impl Drop for Daemon {
     }
 }
 
-/// Start flexd (log to FLEX_BENCH_DAEMON_LOG, else into its directory; FLEX_LOG passed on) and
+/// Start flexd (log to FLEX_BENCH_DAEMON_LOG, else into its directory; FLEX_LOG passed on; on
+/// the topology FLEX_BENCH_TOPOLOGY, else a100-40gb-x2.toml; FLEX_BENCH_FLEXD_TOML: more lines
+/// of flexd.toml, such as a telemetry_period) and
 /// wait for its socket.
 pub fn start_daemon() -> Daemon {
     start_daemon_with("")
@@ -52,8 +54,9 @@ pub fn start_daemon_with(config_lines: &str) -> Daemon {
         &config,
         // One user plays every client: its queue and connection caps are lifted.
         format!(
-            "{config_lines}kill_grace = \"1s\"\n[limits]\nmax_queued_per_user = 10000000\n\
-             max_connections_per_user = 100000\n"
+            "{config_lines}{}kill_grace = \"1s\"\n[limits]\nmax_queued_per_user = 10000000\n\
+             max_connections_per_user = 100000\n",
+            std::env::var("FLEX_BENCH_FLEXD_TOML").map_or(String::new(), |t| t + "\n")
         ),
     )
     .unwrap();
@@ -69,7 +72,7 @@ pub fn start_daemon_with(config_lines: &str) -> Daemon {
         .arg("--state-dir")
         .arg(dir.path().join("state"))
         .arg("--topology")
-        .arg("a100-40gb-x2.toml")
+        .arg(std::env::var_os("FLEX_BENCH_TOPOLOGY").unwrap_or_else(|| "a100-40gb-x2.toml".into()))
         .arg("--force-topology")
         .env(
             "FLEX_LOG",

@@ -319,6 +319,11 @@ pub struct GpuUsage {
     /// every leaf busy is 400): the peak and the mean of the samples that reported it.
     pub util_max_pct: Option<f64>,
     pub util_ave_pct: Option<f64>,
+    /// Energy in joules: at each sample, the power of each of its GPUs times the part of that
+    /// GPU it held (SM slices / 7 × share), times the period. None when no GPU reported power
+    /// (and in summaries written before energy was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_j: Option<f64>,
 }
 
 impl GpuUsage {

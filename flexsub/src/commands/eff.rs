@@ -335,6 +335,15 @@ fn render_gpu(o: &mut String, e: &Efficiency) {
         ),
         _ => writeln!(o, "GPU Memory Utilized: not reported by the device"),
     };
+    let _ = match g.energy_j {
+        Some(j) => writeln!(
+            o,
+            "GPU Energy: {} J ({:.2} Wh), its part of its GPUs' power{sim}",
+            number(j),
+            j / 3600.0
+        ),
+        None => writeln!(o, "GPU Energy: not reported by the device"),
+    };
 }
 
 /// Run flexeff; returns the exit code.
@@ -418,6 +427,7 @@ mod tests {
             mem_ave_bytes: Some(5 * GIB / 2),
             util_max_pct: Some(100.0),
             util_ave_pct: Some(92.5),
+            energy_j: Some(84_000.0),
         }
     }
 
@@ -443,6 +453,7 @@ mod tests {
              GPU Telemetry: simulated (four.csv), 20 samples every 30 s\n\
              GPU Utilization: mean 92.5%, peak 100% of one leaf (23.12% / 25.00% of the 4 held) (simulated)\n\
              GPU Memory Utilized: peak 3.00 GiB, mean 2.50 GiB (7.69% of 39.00 GiB held) (simulated)\n\
+             GPU Energy: 84000 J (23.33 Wh), its part of its GPUs' power (simulated)\n\
              Right size: next time ask for\n  \
              --leaves 1: it held 4 leaves; compute peaked at 1 leaf's worth (100% of one leaf) and GPU memory at 3.00 GiB, which 1 of its leaves hold (simulated)\n  \
              --mem 2G: peak resident memory 1.50 GiB of 8.00 GiB held\n  \

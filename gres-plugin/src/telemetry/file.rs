@@ -1,9 +1,10 @@
 //! Simulated telemetry: a CSV file of samples per leaf that a simulated topology names
-//! (`telemetry = "FILE"`). Each row is one sample of one leaf:
+//! (`telemetry = "FILE"`). Each row is one sample of one leaf, with the power its whole GPU
+//! draws at that sample as an optional fifth field:
 //!
 //! ```text
-//! # sample,leaf,mem_mib,util_pct
-//! 0,0,3000,97
+//! # sample,leaf,mem_mib,util_pct[,power_w]
+//! 0,0,3000,97,250
 //! 1,0,3100,
 //! ```
 //!
@@ -39,14 +40,19 @@ struct Row {
     leaf: String,
     mem_mib: Option<f64>,
     util_pct: Option<f64>,
+    #[serde(default)]
+    power_w: Option<f64>,
 }
+
+/// One row's figures: memory bytes, utilisation, GPU power.
+type Figures = (Option<u64>, Option<f64>, Option<f64>);
 
 /// Samples of a simulated topology's leaves, from a file.
 #[derive(Debug)]
 pub struct FileTelemetry {
     path: PathBuf,
-    /// (leaf number or UUID, sample) -> (memory bytes, utilisation).
-    rows: HashMap<(String, u32), (Option<u64>, Option<f64>)>,
+    /// (leaf number or UUID, sample) -> its figures.
+    rows: HashMap<(String, u32), Figures>,
     /// Samples each job has taken of each leaf so far.
     taken: HashMap<(JobId, LeafId), u32>,
 }
@@ -65,6 +71,7 @@ impl FileTelemetry {
         let mut reader = csv::ReaderBuilder::new()
             .has_headers(false)
             .comment(Some(b'#'))
+            .flexible(true)
             .trim(csv::Trim::All)
             .from_reader(text.as_bytes());
         let mut rows = HashMap::new();
@@ -77,6 +84,12 @@ impl FileTelemetry {
             let record = r.map_err(|e| bad(e.position().map_or(0, |p| p.line()), e.to_string()))?;
             let line = record.position().map_or(0, |p| p.line());
             let bad = |message: String| bad(line, message);
+            if !(4..=5).contains(&record.len()) {
+                return Err(bad(format!(
+                    "expected sample,leaf,mem_mib,util_pct[,power_w], not {} fields",
+                    record.len()
+                )));
+            }
             let row: Row = record
                 .deserialize(None)
                 .map_err(|e| bad(format!("expected sample,leaf,mem_mib,util_pct: {e}")))?;
@@ -86,10 +99,12 @@ impl FileTelemetry {
                 }
                 m => m.map(|m| (m * 1048576.0).round() as u64),
             };
-            if let Some(u) = row.util_pct.filter(|u| !(*u >= 0.0 && u.is_finite())) {
-                return Err(bad(format!("leaf {}: bad util_pct {u}", row.leaf)));
+            for (name, v) in [("util_pct", row.util_pct), ("power_w", row.power_w)] {
+                if let Some(v) = v.filter(|v| !(*v >= 0.0 && v.is_finite())) {
+                    return Err(bad(format!("leaf {}: bad {name} {v}", row.leaf)));
+                }
             }
-            rows.insert((row.leaf, row.sample), (mem, row.util_pct));
+            rows.insert((row.leaf, row.sample), (mem, row.util_pct, row.power_w));
         }
         Ok(FileTelemetry {
             path: path.to_path_buf(),
@@ -117,13 +132,15 @@ impl Telemetry for FileTelemetry {
                 let row = self
                     .rows
                     .get(&(t.leaf.0.to_string(), sample))
-                    .or_else(|| self.rows.get(&(t.uuid.clone(), sample)))
-                    .filter(|_| t.whole);
+                    .or_else(|| self.rows.get(&(t.uuid.clone(), sample)));
+                // A share's memory and utilisation are the whole GPU's: not the job's.
+                let own = row.filter(|_| t.whole);
                 Reading {
                     leaf: t.leaf,
                     job: t.job,
-                    mem_bytes: row.and_then(|r| r.0),
-                    util_pct: row.and_then(|r| r.1),
+                    mem_bytes: own.and_then(|r| r.0),
+                    util_pct: own.and_then(|r| r.1),
+                    gpu_power_w: row.and_then(|r| r.2),
                 }
             })
             .collect()
@@ -140,29 +157,33 @@ mod tests {
             uuid: format!("MIG-{leaf}"),
             job: JobId(job),
             whole: true,
+            gpu_uuid: "GPU-0".into(),
+            gpu_share: 1.0 / 7.0,
         }
     }
 
     #[test]
     fn each_job_reads_its_leaves_series_from_the_start() {
-        let text = "# sample,leaf,mem_mib,util_pct\n0,0,1024,50\n1,0,2048,\n0,MIG-1,,\n";
+        let text = "# sample,leaf,mem_mib,util_pct\n0,0,1024,50,300\n1,0,2048,\n0,MIG-1,,\n";
         let mut t = FileTelemetry::parse(text, Path::new("s.csv")).unwrap();
         assert_eq!(t.label(), "simulated (s.csv)");
         let r = t.read(&[target(0, 7), target(1, 7)]);
         assert_eq!(r[0].mem_bytes, Some(1 << 30));
-        assert_eq!(r[0].util_pct, Some(50.0));
+        assert_eq!((r[0].util_pct, r[0].gpu_power_w), (Some(50.0), Some(300.0)));
+        assert_eq!(r[1].gpu_power_w, None);
         assert_eq!((r[1].mem_bytes, r[1].util_pct), (None, None));
         let r = t.read(&[target(0, 7)]);
         assert_eq!((r[0].mem_bytes, r[0].util_pct), (Some(2 << 30), None));
         // Past its series the leaf reports nothing; another job starts it again.
         assert_eq!(t.read(&[target(0, 7)])[0].mem_bytes, None);
         assert_eq!(t.read(&[target(0, 8)])[0].mem_bytes, Some(1 << 30));
-        // A share of a whole GPU is never reported.
+        // A share of a whole GPU reports its GPU's power, never the GPU's memory.
         let shared = Target {
             whole: false,
             ..target(0, 9)
         };
-        assert_eq!(t.read(&[shared])[0].mem_bytes, None);
+        let r = t.read(&[shared]);
+        assert_eq!((r[0].mem_bytes, r[0].gpu_power_w), (None, Some(300.0)));
     }
 
     #[test]
@@ -177,5 +198,9 @@ mod tests {
             e.to_string().contains("line 1: leaf 0: bad mem_mib -5"),
             "{e}"
         );
+        let e = FileTelemetry::parse("0,0,1,1,-2\n", Path::new("s.csv")).unwrap_err();
+        assert!(e.to_string().contains("bad power_w -2"), "{e}");
+        let e = FileTelemetry::parse("0,0,1\n", Path::new("s.csv")).unwrap_err();
+        assert!(e.to_string().contains("not 3 fields"), "{e}");
     }
 }

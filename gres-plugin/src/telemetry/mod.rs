@@ -10,13 +10,18 @@ pub mod nvml;
 use crate::ids::{JobId, LeafId};
 
 /// One leaf to sample: which job holds it, and whether the job holds all of it (a share of a
-/// whole GPU cannot be told apart from the other jobs on it, so it is not reported).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// whole GPU cannot be told apart from the other jobs on it, so its memory and utilisation are
+/// not reported), and what part of its GPU it is (its GPU's power is shared out by that).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Target {
     pub leaf: LeafId,
     pub uuid: String,
     pub job: JobId,
     pub whole: bool,
+    /// The UUID of the leaf's GPU (the leaf's own for a whole GPU).
+    pub gpu_uuid: String,
+    /// The part of its GPU the job holds through this leaf: SM slices / 7 × share.
+    pub gpu_share: f64,
 }
 
 /// What one leaf reported at one sample.
@@ -28,6 +33,8 @@ pub struct Reading {
     pub mem_bytes: Option<u64>,
     /// Utilisation of the leaf, percent.
     pub util_pct: Option<f64>,
+    /// The power drawn by the leaf's whole GPU, watts.
+    pub gpu_power_w: Option<f64>,
 }
 
 /// A source of per-leaf samples.

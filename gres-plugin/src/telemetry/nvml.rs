@@ -1,6 +1,7 @@
-//! Telemetry from NVML: per leaf, the memory in use on its MIG instance or whole GPU, and the
-//! utilisation NVML reports for a whole GPU. MIG instances report no utilisation through
-//! NVML's utilisation rates (GPM metrics would; not read yet), so theirs is "not reported".
+//! Telemetry from NVML: per leaf, the memory in use on its MIG instance or whole GPU, the
+//! utilisation NVML reports for a whole GPU, and the power its GPU draws. MIG instances report
+//! no utilisation through NVML's utilisation rates (GPM metrics would; not read yet), so theirs
+//! is "not reported".
 
 use super::{Reading, Target, Telemetry};
 use nvml_wrapper::Nvml;
@@ -31,6 +32,8 @@ impl Telemetry for NvmlTelemetry {
     }
 
     fn read(&mut self, targets: &[Target]) -> Vec<Reading> {
+        // Each GPU's power once a sample, whatever number of its leaves are read.
+        let mut power: std::collections::HashMap<&str, Option<f64>> = Default::default();
         targets
             .iter()
             .map(|t| {
@@ -39,7 +42,12 @@ impl Telemetry for NvmlTelemetry {
                     job: t.job,
                     mem_bytes: None,
                     util_pct: None,
+                    gpu_power_w: None,
                 };
+                r.gpu_power_w = *power.entry(t.gpu_uuid.as_str()).or_insert_with(|| {
+                    let gpu = self.nvml.device_by_uuid(t.gpu_uuid.as_str()).ok()?;
+                    gpu.power_usage().ok().map(|mw| mw as f64 / 1000.0)
+                });
                 if !t.whole {
                     return r;
                 }

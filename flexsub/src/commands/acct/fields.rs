@@ -268,6 +268,16 @@ pub static FIELDS: &[Field] = &[
         |r, _| usage::tres_usage(r, false)
     ),
     field!(
+        "ConsumedEnergy",
+        14,
+        "GPU energy of its latest run in joules: each sample, its GPUs' power times the part of each it held (flexd's telemetry)",
+        |r, _| r
+            .gpu_usage
+            .as_ref()
+            .and_then(|g| g.energy_j)
+            .map_or_else(String::new, |j| format!("{}", j.round()))
+    ),
+    field!(
         "GPUTelemetry",
         12,
         "where its GPU figures come from: nvml, or simulated (FILE)",
