@@ -76,18 +76,41 @@ pub struct Usage {
     pub gpu_hours: f64,
     pub mem_gib_hours: f64,
     pub core_hours: f64,
+    /// Leaf-hours of the jobs whose GPU utilisation flexd's telemetry reported, and the
+    /// leaves' worth of them that was busy (mean utilisation × hours): their ratio is how busy
+    /// those leaves were.
+    pub gpu_sampled_leaf_hours: f64,
+    pub gpu_busy_leaf_hours: f64,
+    /// GPU energy in kWh, each job's in the part of its run inside the period.
+    pub gpu_energy_kwh: f64,
+    /// Whether any of the GPU figures came from simulated telemetry.
+    pub gpu_simulated: bool,
 }
 
 impl Usage {
     /// What `r` used inside [`start`, `end`).
     pub fn of(r: &AcctRecord, start: u64, end: u64, now: u64) -> Usage {
-        let h = run_within(r, start, end, now) as f64 / 3600.0;
-        Usage {
+        let within = run_within(r, start, end, now);
+        let h = within as f64 / 3600.0;
+        let mut u = Usage {
             leaf_hours: leaves(r) * h,
             gpu_hours: gpu_equivalents(r) * h,
             mem_gib_hours: memory_bytes(r) / (1u64 << 30) as f64 * h,
             core_hours: cores(r) * h,
+            ..Usage::default()
+        };
+        if let Some(g) = &r.gpu_usage {
+            if let Some(util) = g.util_ave_pct {
+                u.gpu_sampled_leaf_hours = leaves(r) * h;
+                u.gpu_busy_leaf_hours = util / 100.0 * h;
+            }
+            let run = elapsed(r, now);
+            if let (Some(j), true) = (g.energy_j, run > 0) {
+                u.gpu_energy_kwh = j * within as f64 / run as f64 / 3.6e6;
+            }
+            u.gpu_simulated = g.simulated();
         }
+        u
     }
 
     pub fn add(&mut self, o: &Usage) {
@@ -95,6 +118,16 @@ impl Usage {
         self.gpu_hours += o.gpu_hours;
         self.mem_gib_hours += o.mem_gib_hours;
         self.core_hours += o.core_hours;
+        self.gpu_sampled_leaf_hours += o.gpu_sampled_leaf_hours;
+        self.gpu_busy_leaf_hours += o.gpu_busy_leaf_hours;
+        self.gpu_energy_kwh += o.gpu_energy_kwh;
+        self.gpu_simulated |= o.gpu_simulated;
+    }
+
+    /// How busy the leaves whose utilisation was reported were, 0 to 1 (None: none was).
+    pub fn gpu_busy(&self) -> Option<f64> {
+        (self.gpu_sampled_leaf_hours > 0.0)
+            .then(|| self.gpu_busy_leaf_hours / self.gpu_sampled_leaf_hours)
     }
 }
 

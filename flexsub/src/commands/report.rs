@@ -199,7 +199,7 @@ pub fn build(reply: &AcctReply, s: u64, e: u64) -> Report {
     }
 }
 
-const CSV_HEADER: [&str; 14] = [
+const CSV_HEADER: [&str; 18] = [
     "period_start",
     "period_end",
     "report",
@@ -214,6 +214,10 @@ const CSV_HEADER: [&str; 14] = [
     "leaves",
     "capacity_leaf_hours",
     "utilization",
+    "gpu_sampled_leaf_hours",
+    "gpu_busy_leaf_hours",
+    "gpu_energy_kwh",
+    "gpu_simulated",
 ];
 
 fn num(v: f64) -> String {
@@ -270,6 +274,12 @@ pub fn csv(r: &Report, kind: Kind, tz: &jiff::tz::TimeZone, header: bool) -> Res
         row.extend([report.to_string(), l.name.clone()]);
         row.extend(usage_cells(l));
         row.extend([String::new(), String::new(), String::new()]);
+        row.extend([
+            num(l.usage.gpu_sampled_leaf_hours),
+            num(l.usage.gpu_busy_leaf_hours),
+            num(l.usage.gpu_energy_kwh),
+            l.usage.gpu_simulated.to_string(),
+        ]);
         w.write_record(&row).map_err(fail)?;
     }
     if util {
@@ -283,6 +293,7 @@ pub fn csv(r: &Report, kind: Kind, tz: &jiff::tz::TimeZone, header: bool) -> Res
                 num(h.capacity_leaf_hours),
                 num(h.utilization),
             ]);
+            row.extend(std::iter::repeat_n(String::new(), 4));
             w.write_record(&row).map_err(fail)?;
         }
     }
@@ -350,10 +361,13 @@ pub fn text(r: &Report, kind: Kind, tz: &jiff::tz::TimeZone, header: bool) -> St
     if util {
         section("Host utilization", &UTIL_HEADER, utilization_rows(r));
     }
+    if (users || accounts || states) && r.total.usage.gpu_simulated {
+        out.push_str("GPU-BUSY and GPU-KWH include simulated telemetry (simulated topologies).\n");
+    }
     out
 }
 
-const USAGE_HEADER: [&str; 8] = [
+const USAGE_HEADER: [&str; 10] = [
     "",
     "JOBS",
     "LEAF-H",
@@ -362,6 +376,8 @@ const USAGE_HEADER: [&str; 8] = [
     "CORE-H",
     "AVG-WAIT",
     "P95-WAIT",
+    "GPU-BUSY",
+    "GPU-KWH",
 ];
 
 const UTIL_HEADER: [&str; 5] = [
@@ -388,6 +404,10 @@ fn usage_rows(ls: &[Line], total: Option<&Line>) -> Vec<Vec<String>> {
                 decimal(l.usage.core_hours, 2),
                 wait(l.avg_wait_s),
                 wait(l.p95_wait_s.map(|w| w as f64)),
+                l.usage
+                    .gpu_busy()
+                    .map_or_else(|| "-".into(), |b| format!("{}%", decimal(b * 100.0, 2))),
+                decimal(l.usage.gpu_energy_kwh, 3),
             ]
         })
         .collect()
@@ -535,5 +555,46 @@ mod tests {
         assert!(t.lines().any(|l| l.starts_with("TOTAL")), "{t}");
         assert!(t.contains("Host utilization"), "{t}");
         assert!(t.contains("14.29%"), "{t}");
+    }
+
+    /// ana's job ran 2 h, half of it in the period, its two leaves half a leaf busy on
+    /// average, 7200 J in all: the period's share is 1 h of 2 leaves, a quarter busy, 1 Wh.
+    #[test]
+    fn gpu_busy_and_energy_count_the_part_of_each_run_in_the_period() {
+        let mut rep = reply();
+        rep.jobs[0].gpu_usage = Some(flex_proto::GpuUsage {
+            source: "nvml".into(),
+            samples: 240,
+            period_s: 30.0,
+            mem_max_bytes: None,
+            mem_ave_bytes: None,
+            util_max_pct: Some(90.0),
+            util_ave_pct: Some(50.0),
+            energy_j: Some(7200.0),
+        });
+        let r = build(&rep, 7200, 14_400);
+        let ana = &r.users[0].usage;
+        assert_eq!(
+            (ana.gpu_sampled_leaf_hours, ana.gpu_busy_leaf_hours),
+            (2.0, 0.5)
+        );
+        assert!((ana.gpu_energy_kwh - 0.001).abs() < 1e-12, "{ana:?}");
+        assert_eq!(r.users[1].usage.gpu_busy(), None);
+        let t = text(&r, Kind::Users, &jiff::tz::TimeZone::UTC, true);
+        let ana_row = t.lines().find(|l| l.starts_with("ana")).unwrap();
+        let cells: Vec<&str> = ana_row.split_whitespace().collect();
+        assert_eq!(cells[cells.len() - 2..], ["25%", "0.001"], "{t}");
+        assert!(!t.contains("simulated"), "{t}");
+        rep.jobs[0].gpu_usage.as_mut().unwrap().source = "simulated (s.csv)".into();
+        let t = text(
+            &build(&rep, 7200, 14_400),
+            Kind::Users,
+            &jiff::tz::TimeZone::UTC,
+            true,
+        );
+        assert!(
+            t.ends_with("include simulated telemetry (simulated topologies).\n"),
+            "{t}"
+        );
     }
 }
