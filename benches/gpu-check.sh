@@ -616,7 +616,9 @@ step "nvidia-smi samples during the jobs" 20 telemetry
 
 accounting() {
   [ -s "$WORK/jobs" ] || { echo "no job was submitted"; return 1; }
-  flexacct -j "$(paste -sd, "$WORK/jobs")" -o JobID,JobName%40,State,ExitCode,Elapsed,AllocTRES%40
+  flexacct -j "$(paste -sd, "$WORK/jobs")" -o JobID,JobName%40,State,ExitCode,Elapsed,AllocTRES%40 || return 1
+  flexacct -j "$(paste -sd, "$WORK/jobs")" -o JobID,TotalCPU,MaxRSS,ConsumedEnergy,TRESUsageInMax%60,GPUTelemetry || return 1
+  flexreport users -S now-1hours -E now
 }
 export -f accounting
 step "flexacct of the jobs" 20 accounting
