@@ -45,6 +45,13 @@ enum Field {
     Priority,
     Qos,
     Comment,
+    /// `%A`: the job id, an array task's array job id.
+    ArrayJobId,
+    /// `%F`, `%K`: the array job id and task index (`N/A` outside an array).
+    ArrayJob,
+    ArrayTaskId,
+    /// `%B`: the host the batch script runs on.
+    BatchHost,
 }
 
 /// Each field: its `-o` letter, its `-O` name (and aliases), its header.
@@ -78,6 +85,10 @@ const FIELDS: &[(Field, char, &[&str], &str)] = &[
     (Field::Priority, 'Q', &["priority"], "PRIORITY"),
     (Field::Qos, 'q', &["qos"], "QOS"),
     (Field::Comment, 'k', &["comment"], "COMMENT"),
+    (Field::ArrayJobId, 'A', &["jobidraw"], "JOBID"),
+    (Field::ArrayJob, 'F', &["arrayjobid"], "ARRAY_JOB_ID"),
+    (Field::ArrayTaskId, 'K', &["arraytaskid"], "ARRAY_TASK_ID"),
+    (Field::BatchHost, 'B', &["batchhost"], "EXEC_HOST"),
 ];
 
 #[derive(Clone, Debug, PartialEq)]
@@ -301,6 +312,14 @@ fn value(f: Field, j: &JobView, now: u64, tz: &TimeZone) -> String {
         Field::Qos => j.qos.clone().unwrap_or_else(|| "normal".into()),
         // squeue's word for none.
         Field::Comment => j.comment.clone().unwrap_or_else(|| "(null)".into()),
+        Field::ArrayJobId => j.array.map_or(j.id, |a| a.job).to_string(),
+        Field::ArrayJob => j.array.map_or(j.id, |a| a.job).to_string(),
+        Field::ArrayTaskId => j
+            .array
+            .map_or_else(|| "N/A".into(), |a| a.index.to_string()),
+        // squeue's word for a job that has no host yet.
+        Field::BatchHost if pending => "n/a".into(),
+        Field::BatchHost => host(),
     }
 }
 

@@ -12,6 +12,7 @@ pub mod estimate;
 pub mod format;
 pub mod options;
 pub mod script;
+pub mod slurm_names;
 pub mod table;
 pub mod units;
 pub mod usage;

@@ -146,14 +146,17 @@ pub fn job_env(i: &JobEnvInput) -> Vec<(String, String)> {
                 .join(","),
         ),
         ("FLEX_CPUS_PER_LEAF", i.cores_per_unit.to_string()),
-        // What an `srun` line without options starts (flexrun's Slurm personality).
-        ("FLEX_NTASKS", i.tasks.tasks().to_string()),
         ("FLEX_MASTER_PORT", i.master_port.to_string()),
         ("FLEX_NCCL_MODE", i.nccl.name().to_string()),
         ("CUDA_VISIBLE_DEVICES", uuids.join(",")),
     ];
     if let NcclMode::Patched { lib_dir } = i.nccl {
         v.push(("FLEX_NCCL_LIB_DIR", lib_dir.display().to_string()));
+    }
+    // What an `srun` line without -n starts (flexrun's Slurm personality): the job's -n, when
+    // it gave one; otherwise one task.
+    if i.tasks.ntasks.is_some() || i.tasks.ntasks_per_node.is_some() {
+        v.push(("FLEX_NTASKS", i.tasks.tasks().to_string()));
     }
     if let Some(c) = i.tasks.cpus_per_task {
         v.push(("FLEX_CPUS_PER_TASK", c.to_string()));
@@ -223,15 +226,28 @@ fn slurm_env(i: &JobEnvInput, gpus: String) -> Vec<(&'static str, String)> {
         ("SLURM_JOB_NUM_NODES", "1".to_string()),
         ("SLURM_JOB_PARTITION", PARTITION.to_string()),
         ("SLURM_NNODES", "1".to_string()),
-        ("SLURM_JOB_GPUS", gpus),
-        ("SLURM_GPUS_ON_NODE", i.units.len().to_string()),
         ("SLURM_JOB_CPUS_PER_NODE", i.cores.len().to_string()),
         ("SLURM_CPUS_ON_NODE", i.cores.len().to_string()),
-        ("SLURM_TASKS_PER_NODE", t.tasks().to_string()),
+        // Without -n, slurmd counts the tasks the job's CPUs would hold.
+        (
+            "SLURM_TASKS_PER_NODE",
+            if t.ntasks.is_some() || t.ntasks_per_node.is_some() {
+                t.tasks()
+            } else {
+                (i.cores.len() as u32 / t.cpus_per_task.unwrap_or(1).max(1)).max(1)
+            }
+            .to_string(),
+        ),
         ("SLURM_NODEID", "0".to_string()),
         ("SLURM_PROCID", "0".to_string()),
         ("SLURM_LOCALID", "0".to_string()),
     ];
+    // A job without a GPU has none of the GPU variables, as under Slurm (its
+    // CUDA_VISIBLE_DEVICES stays empty: no device cgroup hides the host's GPUs from it).
+    if !i.units.is_empty() {
+        v.push(("SLURM_JOB_GPUS", gpus));
+        v.push(("SLURM_GPUS_ON_NODE", i.units.len().to_string()));
+    }
     if t.ntasks.is_some() || t.ntasks_per_node.is_some() {
         v.push(("SLURM_NTASKS", t.tasks().to_string()));
         v.push(("SLURM_NPROCS", t.tasks().to_string()));
@@ -368,21 +384,42 @@ impl TaskShape {
 
 impl RankPlan {
     /// The plan regrouped into `n` Slurm tasks, as an `srun` line starts them: each task sees
-    /// its share of the leaves (`gpus_per_task` each when given; otherwise the leaves dealt in
-    /// blocks, or with more tasks than leaves each task one leaf, shared), and `cpus_per_task`
-    /// cores (otherwise its leaves' cores, or its share of all of them). A rank's entry in
-    /// `uuids` is then its whole `CUDA_VISIBLE_DEVICES`, comma-separated. A task never sees a
-    /// leaf or core the job does not hold: a shape the job cannot hold is an error.
+    /// its own `gpus_per_task` leaves when given, otherwise every leaf of the job (as Slurm
+    /// gives each task all of the step's GPUs without `--gpus-per-task` or `--gpu-bind`), and
+    /// `cpus_per_task` cores (otherwise its share of the job's). A rank's entry in `uuids` is
+    /// then its whole `CUDA_VISIBLE_DEVICES`, comma-separated. A task never sees a leaf or
+    /// core the job does not hold: a shape the job cannot hold is an error.
     pub fn into_tasks(
         self,
         n: usize,
         gpus_per_task: Option<usize>,
         cpus_per_task: Option<usize>,
     ) -> Result<RankPlan, String> {
+        self.into_step(n, None, gpus_per_task, cpus_per_task)
+    }
+
+    /// [`RankPlan::into_tasks`] for a step that asks for `gpus` of the job's leaves (srun's own
+    /// `--gres=gpu:N`, `--gpus N`): its tasks see those, the first `gpus` of the job's.
+    pub fn into_step(
+        self,
+        n: usize,
+        gpus: Option<usize>,
+        gpus_per_task: Option<usize>,
+        cpus_per_task: Option<usize>,
+    ) -> Result<RankPlan, String> {
         if n == 0 {
             return Err("a step needs at least one task".into());
         }
-        let leaves: Vec<&String> = self.uuids.iter().filter(|u| !u.is_empty()).collect();
+        let mut leaves: Vec<&String> = self.uuids.iter().filter(|u| !u.is_empty()).collect();
+        if let Some(g) = gpus {
+            if g > leaves.len() {
+                return Err(format!(
+                    "the step asks for {g} GPUs; the job holds {}",
+                    leaves.len()
+                ));
+            }
+            leaves.truncate(g);
+        }
         let l = leaves.len();
         // Each task's leaves, as indexes into `leaves`.
         let groups: Vec<Vec<usize>> = match gpus_per_task {
@@ -393,9 +430,7 @@ impl RankPlan {
                 ))
             }
             Some(g) => (0..n).map(|t| (t * g..(t + 1) * g).collect()).collect(),
-            None if l == 0 => vec![Vec::new(); n],
-            None if n <= l => deal(l, n).map(|r| r.collect()).collect(),
-            None => (0..n).map(|t| vec![t * l / n]).collect(),
+            None => vec![(0..l).collect(); n],
         };
         let all: Vec<u32> = self.cores.concat();
         let cores: Vec<Vec<u32>> = match cpus_per_task {
@@ -407,8 +442,8 @@ impl RankPlan {
                 ))
             }
             Some(c) => (0..n).map(|t| all[t * c..(t + 1) * c].to_vec()).collect(),
-            // One task per leaf or fewer: each its leaves' own cores.
-            None if l > 0 && gpus_per_task.is_none() && n <= l && self.cores.len() == l => groups
+            // Bound to its own leaves: each task its leaves' cores.
+            None if gpus_per_task.is_some() && self.cores.len() == self.uuids.len() => groups
                 .iter()
                 .map(|g| {
                     g.iter()
@@ -535,6 +570,8 @@ pub fn rank_env(
                 ("SLURM_NODEID", 0),
                 ("SLURM_NTASKS", world_size),
                 ("SLURM_STEP_NUM_TASKS", world_size),
+                ("SLURM_NPROCS", world_size),
+                ("SLURM_TASKS_PER_NODE", world_size),
             ]
             .map(|(k, n)| (k.to_string(), n.to_string())),
         );
@@ -668,9 +705,10 @@ mod tests {
         })
         .into_iter()
         .collect();
-        // One task unless -n says otherwise; no SLURM_NTASKS or SLURM_CPUS_PER_TASK then.
-        assert_eq!(env["SLURM_TASKS_PER_NODE"], "1");
-        assert_eq!(env["FLEX_NTASKS"], "1");
+        // One task unless -n says otherwise; no SLURM_NTASKS or SLURM_CPUS_PER_TASK then, and
+        // SLURM_TASKS_PER_NODE counts what the CPUs would hold, as slurmd's does.
+        assert_eq!(env["SLURM_TASKS_PER_NODE"], "4");
+        assert!(!env.contains_key("FLEX_NTASKS"));
         for k in [
             "SLURM_NTASKS",
             "SLURM_CPUS_PER_TASK",
@@ -701,17 +739,20 @@ mod tests {
         let p = plan(2, 3).into_tasks(1, None, None).unwrap();
         assert_eq!(p.uuids, ["MIG-0,MIG-1"]);
         assert_eq!(p.cores, [vec![0, 1, 2, 3, 4, 5]]);
-        // Four tasks on four leaves: one each, with its leaf's cores.
-        let p = plan(4, 2).into_tasks(4, None, None).unwrap();
+        // Without --gpus-per-task every task sees every leaf, as in Slurm; the cores are dealt.
+        let p = plan(2, 4).into_tasks(4, None, None).unwrap();
+        assert_eq!(p.uuids, ["MIG-0,MIG-1"; 4]);
+        assert_eq!(p.cores, [vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]);
+        let p = plan(4, 1).into_tasks(3, None, None).unwrap();
+        assert_eq!(p.cores, [vec![0, 1], vec![2], vec![3]]);
+        // A step of one of the job's two leaves.
+        let p = plan(2, 1).into_step(2, Some(1), None, None).unwrap();
+        assert_eq!(p.uuids, ["MIG-0", "MIG-0"]);
+        assert!(plan(2, 1).into_step(1, Some(3), None, None).is_err());
+        // --gpus-per-task 1: each task its own leaf, with its leaf's cores.
+        let p = plan(4, 2).into_tasks(4, Some(1), None).unwrap();
         assert_eq!(p.uuids, ["MIG-0", "MIG-1", "MIG-2", "MIG-3"]);
         assert_eq!(p.cores[3], [6, 7]);
-        // Three tasks on four leaves: blocks, the first one longer.
-        let p = plan(4, 1).into_tasks(3, None, None).unwrap();
-        assert_eq!(p.uuids, ["MIG-0,MIG-1", "MIG-2", "MIG-3"]);
-        // More tasks than leaves: the leaves are shared, the cores dealt.
-        let p = plan(2, 4).into_tasks(4, None, None).unwrap();
-        assert_eq!(p.uuids, ["MIG-0", "MIG-0", "MIG-1", "MIG-1"]);
-        assert_eq!(p.cores, [vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]);
         // --gpus-per-task and -c.
         let p = plan(4, 2).into_tasks(2, Some(2), Some(3)).unwrap();
         assert_eq!(p.uuids, ["MIG-0,MIG-1", "MIG-2,MIG-3"]);

@@ -97,7 +97,7 @@ fn an_existing_sbatch_script_runs_unchanged() {
 }
 
 #[test]
-fn srun_lines_of_a_slurm_script_run_one_rank_per_leaf() {
+fn srun_lines_of_a_slurm_script_run_their_tasks() {
     // The host may have Slurm installed (the CI does): ask for flexrun's srun explicitly.
     let d = Daemon::start_with(TOPOLOGY, "srun_in_jobs = \"flexrun\"");
     let dir = d.scratch("srun");
@@ -117,7 +117,7 @@ fn srun_lines_of_a_slurm_script_run_one_rank_per_leaf() {
         .into_iter()
         .map(|l| l.uuid)
         .collect();
-    for (r, leaf) in leaves.iter().enumerate() {
+    for r in 0..leaves.len() {
         let line = std::fs::read_to_string(dir.join(format!("rank-{r}"))).unwrap();
         let f: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(
@@ -125,7 +125,8 @@ fn srun_lines_of_a_slurm_script_run_one_rank_per_leaf() {
             [&*r.to_string(), &*r.to_string(), "3", "3"],
             "{line}"
         );
-        assert_eq!(f[4], leaf, "rank {r} has its own leaf");
+        // Without --gpus-per-task every task sees all of the job's GPUs, as in Slurm.
+        assert_eq!(f[4], leaves.join(","), "task {r}");
     }
     // -n 2 of 3 leaves: a world of 2, labelled lines.
     assert!(
@@ -230,7 +231,8 @@ fn srun_starts_the_jobs_tasks_as_slurm_does_from_any_program() {
     let v = d.wait_finished(job);
     assert_eq!(v.state, JobState::Completed, "{v:?}\n{}", d.log());
     assert_eq!(v.alloc.as_ref().unwrap().leaves.len(), 2);
-    assert_eq!(lines(&dir, "batch"), ["unset 1"]);
+    // Without -n, SLURM_TASKS_PER_NODE counts what the job's CPUs hold (one per leaf here).
+    assert_eq!(lines(&dir, "batch"), ["unset 2"]);
     let out = lines(&dir, "gpus2");
     assert_eq!(out.len(), 1, "{out:?}");
     let f: Vec<&str> = out[0].split_whitespace().collect();

@@ -92,6 +92,12 @@ pub fn check(pattern: &str) -> Result<(), PatternError> {
 
 /// The file name `pattern` names for `job`. A pattern [`check`] refuses expands to itself.
 pub fn expand(pattern: &str, job: &PatternJob<'_>) -> String {
+    expand_step(pattern, job, "batch", 0)
+}
+
+/// The file name `pattern` names for task `task` of step `step` of `job` (srun's `--output`
+/// in a job: `%s` the step, `%t` the task, `%J` `job.step`).
+pub fn expand_step(pattern: &str, job: &PatternJob<'_>, step: &str, task: u32) -> String {
     if pattern.contains('\\') {
         return unescape(pattern);
     }
@@ -104,10 +110,16 @@ pub fn expand(pattern: &str, job: &PatternJob<'_>) -> String {
         Piece::Escape { letter, width } => match letter {
             'A' => pad(&mut out, &job.array.map_or(job.job, |a| a.0), width),
             'a' => pad(&mut out, &job.array.map_or(NO_ARRAY_INDEX, |a| a.1), width),
+            'J' if step != "batch" => {
+                pad(&mut out, &job.job, width);
+                out.push('.');
+                out.push_str(step);
+            }
             'J' | 'j' => pad(&mut out, &job.job, width),
-            'n' | 't' => pad(&mut out, &0, width),
+            'n' => pad(&mut out, &0, width),
+            't' => pad(&mut out, &task, width),
             'N' => out.push_str(job.host),
-            's' => out.push_str("batch"),
+            's' => out.push_str(step),
             'u' => out.push_str(job.user),
             'x' => out.push_str(job.name),
             _ => unreachable!("walk emits only the letters it matched"),

@@ -70,6 +70,30 @@ pub struct Args {
     /// Show every leaf of the host: its GPU, profile, free share and the job holding it.
     #[arg(long)]
     pub leaves: bool,
+    /// Only jobs in these partitions (squeue's -p): a Flex host's one partition is `flex`.
+    #[arg(
+        short = 'p',
+        long = "partition",
+        value_delimiter = ',',
+        value_name = "PARTITIONS"
+    )]
+    pub partitions: Vec<String>,
+    /// Only these clusters (squeue's -M): this host's cluster, `flex`, or `all`.
+    #[arg(
+        short = 'M',
+        long = "clusters",
+        value_delimiter = ',',
+        value_name = "CLUSTERS"
+    )]
+    pub clusters: Vec<String>,
+    /// Accepted for squeue's scripts: every partition is shown already (`-a/--all`), sizes are
+    /// not converted (`--noconvert`), and only the state is needed (`--only-job-state`).
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+    #[arg(long = "noconvert", hide = true)]
+    pub noconvert: bool,
+    #[arg(long = "only-job-state", hide = true)]
+    pub only_job_state: bool,
     /// Print help.
     #[arg(long, action = clap::ArgAction::Help)]
     pub help: Option<bool>,
@@ -138,6 +162,22 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
             write!(out, "{}", table::leaf_map(&hosts, !a.noheader)).map_err(w)?;
         }
         return Ok(crate::error::exit::OK);
+    }
+    for p in &a.partitions {
+        if !p.is_empty() && p != format::PARTITION {
+            return Err(Error::Input(format!(
+                "invalid partition {p:?}: this host's one partition is {}",
+                format::PARTITION
+            )));
+        }
+    }
+    for c in &a.clusters {
+        if !c.is_empty() && c != "all" && c != gres_plugin::env::CLUSTER {
+            return Err(Error::Input(format!(
+                "invalid cluster {c:?}: this host is cluster {}",
+                gres_plugin::env::CLUSTER
+            )));
+        }
     }
     let f = filter(a)?;
     let format = match (&a.format, &a.format_long) {

@@ -95,27 +95,12 @@ pub(super) const ACCEPTED: &[Accepted] = &[
     ),
     a(
         "*",
-        "tasks *",
-        "being fixed: a step's own --ntasks-per-node (srun --ntasks-per-node=2 in a job of -n 4 starts 4 tasks in Slurm, 2 in Flex)",
-    ),
-    a(
-        "*",
-        "env * SLURM_NPROCS",
-        "being fixed: SLURM_NPROCS (the task count) in each task of an srun step, and a step's own -n in it",
-    ),
-    a(
-        "*",
         "env * SLURM_*TASKS_PER_NODE",
-        "being fixed: a step's own -n in its tasks' SLURM_TASKS_PER_NODE; in the batch step of a job without -n Slurm counts its CPUs there (--exclusive: 32)",
+        "In the batch step of a job without -n, both count the tasks its CPUs would hold; Flex gives each leaf at least one core (default_cpus_per_leaf), so a job of N leaves and no -c holds N CPUs where Slurm's holds 1",
     ),
     a(
         "*",
         "env * gpus",
-        "A job without GPUs sees an empty CUDA_VISIBLE_DEVICES (Slurm leaves it unset); being fixed: an srun step's tasks see all the job's GPUs unless --gpus-per-task or the step's own --gres narrows them",
-    ),
-    a(
-        "*",
-        "env * SLURM_GPUS*",
-        "A job without GPUs has SLURM_GPUS_ON_NODE=0 (Slurm leaves it unset); being fixed: an srun step's own --gres=gpu:N in its SLURM_GPUS_ON_NODE",
+        "A job without GPUs sees an empty CUDA_VISIBLE_DEVICES, where Slurm leaves it unset: Flex puts jobs in no device cgroup, so an unset CUDA_VISIBLE_DEVICES would show a job that asked for no GPU every GPU of the host",
     ),
 ];

@@ -144,6 +144,12 @@ pub static FIELDS: &[Field] = &[
     field!("JobID", 12, "job id", |r, _| r
         .array
         .map_or_else(|| r.id.to_string(), |a| a.to_string())),
+    field!(
+        "JobIDRaw",
+        12,
+        "job id as a number (an array task's own id)",
+        |r, _| r.id.to_string()
+    ),
     field!("JobName", 10, "job name", |r, _| r.name.clone()),
     field!("User", 9, "user name", |r, _| r.user.clone()),
     field!("UID", 6, "user id", |r, _| r.uid.to_string()),

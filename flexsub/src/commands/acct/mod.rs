@@ -74,6 +74,17 @@ pub struct Args {
     /// keeps no steps, so every row is a job's allocation already.
     #[arg(short = 'X', long = "allocations")]
     pub allocations: bool,
+    /// Only jobs with these names (comma-separated).
+    #[arg(long = "name", value_delimiter = ',', value_name = "NAMES")]
+    pub names: Vec<String>,
+    /// Only these clusters (sacct's -M): this host's cluster, `flex`, or `all`.
+    #[arg(
+        short = 'M',
+        long = "clusters",
+        value_delimiter = ',',
+        value_name = "CLUSTERS"
+    )]
+    pub clusters: Vec<String>,
 }
 
 /// The users, accounts and states flexacct and flexreport select records by.
@@ -157,7 +168,10 @@ fn list_names() -> String {
 pub fn parse_jobs(list: &[String]) -> Result<Vec<JobId>, Error> {
     list.iter()
         .map(|j| {
-            j.trim()
+            // A step (`12.batch`, `12.0`) is its job: a Flex job's one row stands for its steps.
+            let j = j.trim();
+            j.split_once('.')
+                .map_or(j, |(job, _)| job)
                 .parse::<u64>()
                 .map(JobId)
                 .map_err(|_| Error::Input(format!("invalid job id {j:?}: expected a number")))
@@ -227,6 +241,16 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
         }
         return Ok(exit::OK);
     }
+    if let Some(c) = a
+        .clusters
+        .iter()
+        .find(|c| !c.is_empty() && *c != "all" && *c != gres_plugin::env::CLUSTER)
+    {
+        return Err(Error::Input(format!(
+            "invalid cluster {c:?}: this host is cluster {}",
+            gres_plugin::env::CLUSTER
+        )));
+    }
     let cols = parse_format(a.format.as_deref().unwrap_or(DEFAULT_FORMAT))?;
     let now = when::local_now();
     // With jobs named and no period, show them whenever they ran (as sacct does).
@@ -243,7 +267,10 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
         &now,
     )?;
     let q = a.select.query(start, end, parse_jobs(&a.jobs)?)?;
-    let reply = fetch(q, "flexacct")?;
+    let mut reply = fetch(q, "flexacct")?;
+    if !a.names.is_empty() {
+        reply.jobs.retain(|r| a.names.contains(&r.name));
+    }
     if a.json {
         let recs: Vec<JsonRecord> = reply
             .jobs

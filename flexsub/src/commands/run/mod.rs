@@ -75,10 +75,19 @@ pub struct Args {
 /// The tasks of an `srun` line, as Slurm starts them: `ntasks` processes (`-n`, else the job's
 /// `-n`, else 1), each with its share of the leaves (`gpus_per_task` each when given) and
 /// `cpus_per_task` cores when given.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tasks {
+    /// srun's `--ntasks-per-node`: the task count when neither `-n` nor the job's gives one.
+    pub per_node: Option<u32>,
+    /// The step's own GPUs (srun's `--gres=gpu:N`, `--gpus N`): the first N of the job's.
+    pub gpus: Option<u32>,
     pub gpus_per_task: Option<u32>,
     pub cpus_per_task: Option<u32>,
+    /// srun's `--output` and `--error` patterns (`%j`, `%t`, ...): each task's own files.
+    pub output: Option<String>,
+    pub error: Option<String>,
+    /// `--open-mode=append`.
+    pub append: bool,
 }
 
 /// How a rank's cores become real ones; shared with the Slurm plugin (gres_plugin::cpus).
@@ -129,11 +138,76 @@ fn signal_all(live: &Live, sig: i32) {
     }
 }
 
+/// This step's number in its job, as Slurm counts a job's steps from 0: one byte appended per
+/// step to a file in the job's own temporary directory (appends are atomic, so concurrent
+/// `srun`s get different numbers); 0 without one.
+fn next_step() -> u64 {
+    let Some(dir) =
+        std::env::var_os("TMPDIR").filter(|_| std::env::var_os("FLEX_JOB_ID").is_some())
+    else {
+        return 0;
+    };
+    let path = std::path::Path::new(&dir).join(".flex-steps");
+    let counted = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| {
+            f.write_all(b".")?;
+            f.metadata()
+        });
+    counted.map_or(0, |m| m.len().saturating_sub(1))
+}
+
+/// Point task `r`'s stdout and stderr at its files from srun's `--output`/`--error` patterns
+/// (stderr goes with stdout when only `--output` is given), made as Slurm names them.
+fn task_files(cmd: &mut Command, t: &Tasks, step: u64, r: usize) -> Result<(), Error> {
+    let Some(out) = &t.output else {
+        return Ok(());
+    };
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    let job: u64 = var("FLEX_JOB_ID").parse().unwrap_or(0);
+    let array = var("SLURM_ARRAY_JOB_ID")
+        .parse::<u64>()
+        .ok()
+        .zip(var("SLURM_ARRAY_TASK_ID").parse::<u32>().ok());
+    let (name, user, host) = (var("FLEX_JOB_NAME"), var("USER"), var("FLEX_HOST"));
+    let pj = flex_proto::fname::PatternJob {
+        job,
+        array,
+        name: &name,
+        user: &user,
+        host: &host,
+    };
+    let open = |pattern: &str| {
+        let path = flex_proto::fname::expand_step(pattern, &pj, &step.to_string(), r as u32);
+        // Its directory is made if need be, as Slurm (23.02 and later) does.
+        if let Some(dir) = std::path::Path::new(&path).parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(t.append)
+            .truncate(!t.append)
+            .open(&path)
+            .map_err(|e| Error::Input(format!("cannot open {path}: {e}")))
+    };
+    let stdout = open(out)?;
+    let stderr = match &t.error {
+        Some(e) if e != out => open(e)?,
+        _ => stdout.try_clone().map_err(Error::output)?,
+    };
+    cmd.stdout(stdout).stderr(stderr);
+    Ok(())
+}
+
 /// Start rank `r`'s process.
 fn spawn_rank(
     a: &Args,
     plan: &gres_plugin::env::RankPlan,
     r: usize,
+    step: u64,
     online: &[u32],
     parent: Pid,
 ) -> Result<std::process::Child, Error> {
@@ -142,8 +216,21 @@ fn spawn_rank(
     cmd.args(&a.command[1..])
         .envs(rank_env(plan, r, ld.as_deref()))
         .process_group(0);
-    if let Some(c) = a.tasks.and_then(|t| t.cpus_per_task) {
-        cmd.env("SLURM_CPUS_PER_TASK", c.to_string());
+    if let Some(t) = &a.tasks {
+        if let Some(c) = t.cpus_per_task {
+            cmd.env("SLURM_CPUS_PER_TASK", c.to_string());
+        }
+        cmd.env("SLURM_STEP_ID", step.to_string());
+        cmd.env("SLURM_STEPID", step.to_string());
+        // The step's GPUs on this node: every leaf some task of it sees.
+        let mut leaves: Vec<&str> = plan.uuids.iter().flat_map(|u| u.split(',')).collect();
+        leaves.retain(|u| !u.is_empty());
+        leaves.sort_unstable();
+        leaves.dedup();
+        if !leaves.is_empty() {
+            cmd.env("SLURM_GPUS_ON_NODE", leaves.len().to_string());
+        }
+        task_files(&mut cmd, t, step, r)?;
     }
     if a.ranks_as_nodes {
         cmd.envs([
@@ -153,12 +240,13 @@ fn spawn_rank(
         ]);
     }
     let stdin_is_file = r == 0 && !std::io::stdin().is_terminal();
+    let to_files = a.tasks.as_ref().is_some_and(|t| t.output.is_some());
     cmd.stdin(if stdin_is_file {
         Stdio::inherit()
     } else {
         Stdio::null()
     });
-    if a.label {
+    if a.label && !to_files {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }
     let cores = bind_cores(&plan.cores[r], online);
@@ -190,6 +278,45 @@ fn spawn_rank(
     })
 }
 
+/// flexrun acting as another command inside a job: `srun`, `torchrun`,
+/// `torch.distributed.launch` or `scontrol`, with that command's arguments. Returns the exit
+/// code, or None for a name it is not.
+pub fn personality(name: &str, rest: &[OsString]) -> Option<i32> {
+    let report = |who: &str, e: &Error| crate::error::report(who, e);
+    let args = match name {
+        "srun" => match srun_args(rest) {
+            // An srun line without -n, -c or --gpus-per-task starts the job's own tasks, as
+            // sbatch's options shaped them (Slurm's default: one task).
+            Ok(mut a) => {
+                let job = |k: &str| std::env::var(k).ok().and_then(|n| n.parse().ok());
+                let per_node = a.tasks.as_ref().and_then(|t| t.per_node);
+                a.ntasks = a.ntasks.or_else(|| job("FLEX_NTASKS")).or(per_node);
+                if let Some(t) = a.tasks.as_mut() {
+                    t.cpus_per_task = t.cpus_per_task.or_else(|| job("FLEX_CPUS_PER_TASK"));
+                    t.gpus_per_task = t.gpus_per_task.or_else(|| job("FLEX_GPUS_PER_TASK"));
+                }
+                a
+            }
+            Err(e) => return Some(report("srun", &e)),
+        },
+        "torchrun" => match torchrun_args(rest) {
+            Ok(a) => a,
+            Err(e) => return Some(report("torchrun", &e)),
+        },
+        "torch.distributed.launch" => match launch_args(rest) {
+            Ok(a) => a,
+            Err(e) => return Some(report("torch.distributed.launch", &e)),
+        },
+        "scontrol" => {
+            crate::error::default_sigpipe();
+            let out = &mut std::io::stdout().lock();
+            return Some(scontrol(rest, out).unwrap_or_else(|e| report("scontrol", &e)));
+        }
+        _ => return None,
+    };
+    Some(run(&args).unwrap_or_else(|e| report("flexrun", &e)))
+}
+
 /// Run the ranks to the end; returns flexrun's exit code.
 pub fn run(a: &Args) -> Result<i32, Error> {
     let (plan, n) = plan_ranks(a)?;
@@ -218,11 +345,11 @@ fn plan_ranks(a: &Args) -> Result<(gres_plugin::env::RankPlan, usize), Error> {
     // A Flex job's plan, or inside a Slurm allocation Slurm's (gres_plugin::slurm::step).
     let mut plan =
         gres_plugin::slurm::step::flexrun_plan(&|k| std::env::var(k).ok()).map_err(Error::Input)?;
-    if let Some(t) = a.tasks {
+    if let Some(t) = &a.tasks {
         let n = a.ntasks.unwrap_or(1) as usize;
         let per = |x: Option<u32>| x.map(|x| x as usize);
         let plan = plan
-            .into_tasks(n, per(t.gpus_per_task), per(t.cpus_per_task))
+            .into_step(n, per(t.gpus), per(t.gpus_per_task), per(t.cpus_per_task))
             .map_err(|e| Error::Input(format!("srun: {e}")))?;
         return Ok((plan, n));
     }
@@ -331,6 +458,7 @@ fn start_ranks(
 ) -> Ranks {
     let online = online_cores();
     let parent = nix::unistd::getpid();
+    let step = if a.tasks.is_some() { next_step() } else { 0 };
     let (tx, exits) = mpsc::channel::<(usize, ExitStatus)>();
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let mut pumps = Pumps {
@@ -341,7 +469,7 @@ fn start_ranks(
     let mut started = 0;
     let mut spawn_error = None;
     for r in 0..plan.uuids.len() {
-        let mut child = match spawn_rank(a, plan, r, &online, parent) {
+        let mut child = match spawn_rank(a, plan, r, step, &online, parent) {
             Ok(c) => c,
             Err(e) => {
                 spawn_error = Some(e);

@@ -11,8 +11,6 @@ use std::ffi::OsString;
 /// srun options that take a value and do nothing here: the job's allocation already decided
 /// what they choose (GPUs, cores, memory, partition, time), or they tune Slurm's own launch.
 const IGNORED_WITH_VALUE: &[&str] = &[
-    "gres",
-    "gpus",
     "gpus-per-node",
     "gpu-bind",
     "cpus-per-gpu",
@@ -37,7 +35,7 @@ const IGNORED_WITH_VALUE: &[&str] = &[
     "signal",
     "chdir",
 ];
-const IGNORED_SHORT_WITH_VALUE: &[char] = &['G', 'J', 'p', 't', 'A', 'm', 'W', 'K', 'D'];
+const IGNORED_SHORT_WITH_VALUE: &[char] = &['J', 'p', 't', 'A', 'm', 'W', 'K', 'D'];
 
 /// srun flags that do nothing here.
 const IGNORED_FLAGS: &[&str] = &[
@@ -64,6 +62,11 @@ const REFUSED: &[(&str, &str)] = &[
     ("relative", "a Flex job runs on one host"),
 ];
 
+/// An output pattern srun takes (Slurm's `%` escapes).
+fn check_pattern(opt: &str, v: &str) -> Result<(), Error> {
+    flex_proto::fname::check(v).map_err(|e| Error::Input(format!("srun {opt} {v:?}: {e}")))
+}
+
 fn count(opt: &str, v: &str) -> Result<u32, Error> {
     v.parse::<u32>()
         .ok()
@@ -85,6 +88,14 @@ fn takes_value(name: &str) -> bool {
             | "c"
             | "cpus-per-task"
             | "gpus-per-task"
+            | "o"
+            | "output"
+            | "e"
+            | "error"
+            | "open-mode"
+            | "gres"
+            | "gpus"
+            | "G"
     ) || IGNORED_WITH_VALUE.contains(&name) && !IGNORED_FLAGS.contains(&name)
         || short(IGNORED_SHORT_WITH_VALUE) && !short(IGNORED_SHORT_FLAGS)
 }
@@ -95,9 +106,53 @@ fn apply(a: &mut Args, name: &str, value: Option<&str>, shown: &str) -> Result<(
         name.chars().count() == 1 && list.contains(&name.chars().next().unwrap_or('-'))
     };
     match (name, value) {
-        ("n" | "ntasks" | "ntasks-per-node", Some(v)) => a.ntasks = Some(count(shown, v)?),
+        ("n" | "ntasks", Some(v)) => a.ntasks = Some(count(shown, v)?),
+        // Tasks per node: the step's count only when neither it nor the job gives one.
+        ("ntasks-per-node", Some(v)) => {
+            a.tasks.get_or_insert_with(Default::default).per_node = Some(count(shown, v)?)
+        }
         ("c" | "cpus-per-task", Some(v)) => {
             a.tasks.get_or_insert_with(Default::default).cpus_per_task = Some(count(shown, v)?)
+        }
+        ("gres", Some(v)) => {
+            // `gpu[:TYPE]:N`: N of the job's leaves (their type is the job's already).
+            let n = match v.strip_prefix("gpu") {
+                Some("") => "1",
+                Some(rest) => rest
+                    .rsplit(':')
+                    .next()
+                    .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                    .unwrap_or("1"),
+                None => {
+                    return Err(Error::Input(format!(
+                        "srun {shown} {v:?}: Flex knows only gpu[:TYPE]:N"
+                    )))
+                }
+            };
+            a.tasks.get_or_insert_with(Default::default).gpus = Some(count(shown, n)?)
+        }
+        ("gpus" | "G", Some(v)) => {
+            let n = v.rsplit_once(':').map_or(v, |(_, n)| n);
+            a.tasks.get_or_insert_with(Default::default).gpus = Some(count(shown, n)?)
+        }
+        ("o" | "output", Some(v)) => {
+            check_pattern(shown, v)?;
+            a.tasks.get_or_insert_with(Default::default).output = Some(v.to_string())
+        }
+        ("e" | "error", Some(v)) => {
+            check_pattern(shown, v)?;
+            a.tasks.get_or_insert_with(Default::default).error = Some(v.to_string())
+        }
+        ("open-mode", Some(v)) => {
+            a.tasks.get_or_insert_with(Default::default).append = match v {
+                "append" | "a" => true,
+                "truncate" | "t" => false,
+                _ => {
+                    return Err(Error::Input(format!(
+                        "srun {shown} {v:?}: append or truncate"
+                    )))
+                }
+            }
         }
         ("gpus-per-task", Some(v)) => {
             // `[TYPE:]N`: the type is the job's already.

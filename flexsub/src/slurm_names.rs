@@ -1,0 +1,660 @@
+//! Slurm's commands by their own names, for the tools that drive Slurm (submitit,
+//! dask-jobqueue, Snakemake, Parsl): `sbatch`, `squeue`, `scancel`, `sacct`, `scontrol`,
+//! `sinfo` and `srun`. One binary, `flex-slurm`, is each of them when called by its name (the
+//! links `flex-slurm links DIR` or `make install-slurm-names` make, in a directory of their own
+//! that a user puts first on PATH). Each turns Slurm's arguments into what flexsub, flexq,
+//! flexcancel, flexacct, flexcontrol and flexrun do, with Slurm's meanings: they are the same
+//! commands under Slurm's names, and long options may be abbreviated as Slurm's getopt allows.
+
+use crate::client::{into_error, Client};
+use crate::commands::{acct, queue, run, submit};
+use crate::error::{exit, report, Error};
+use clap::{CommandFactory, FromArgMatches, Parser};
+use flex_proto::{JobRef, JobState, QueueFilter, Request, Response};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::Path;
+
+/// The names `flex-slurm` answers to.
+pub const NAMES: [&str; 7] = [
+    "sbatch", "squeue", "scancel", "sacct", "scontrol", "sinfo", "srun",
+];
+
+/// Run Slurm's command `name` with `args` (`args[0]` is the name it was called by); returns
+/// the exit code.
+pub fn main(name: &str, args: Vec<OsString>) -> i32 {
+    let result = match name {
+        "sbatch" => sbatch(args),
+        "squeue" => squeue(args),
+        "scancel" => scancel(args),
+        "sacct" => sacct(args),
+        "scontrol" => {
+            crate::error::default_sigpipe();
+            let out = &mut std::io::stdout().lock();
+            run::scontrol(&args[1..], out)
+        }
+        "sinfo" => sinfo(args),
+        "srun" => return srun(args),
+        other => Err(Error::Usage(format!(
+            "flex-slurm is {}, called by one of those names (not {other:?}); \
+             `flex-slurm links DIR` makes the links",
+            NAMES.join(", ")
+        ))),
+    };
+    result.unwrap_or_else(|e| report(name, &e))
+}
+
+/// A flex command's parser under Slurm's name, taking abbreviated long options.
+fn slurm_parse<T: CommandFactory + FromArgMatches>(name: &'static str, args: Vec<OsString>) -> T {
+    let m = T::command()
+        .name(name)
+        .bin_name(name)
+        .infer_long_args(true)
+        .get_matches_from(args);
+    T::from_arg_matches(&m).unwrap_or_else(|e| e.exit())
+}
+
+/// sbatch: flexsub, which reads sbatch's options with their meaning already.
+fn sbatch(args: Vec<OsString>) -> Result<i32, Error> {
+    let m = submit::command()
+        .name("sbatch")
+        .bin_name("sbatch")
+        .infer_long_args(true)
+        .get_matches_from(args);
+    submit::run(&m, &mut std::io::stdout().lock())
+}
+
+/// squeue's own default format.
+const DEFAULT_SQUEUE: &str = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R";
+
+/// squeue: flexq, which takes squeue's options and formats (squeue's default one unless asked).
+fn squeue(args: Vec<OsString>) -> Result<i32, Error> {
+    crate::error::default_sigpipe();
+    let mut a: queue::Args = slurm_parse("squeue", args);
+    if a.format.is_none() && a.format_long.is_none() && !a.long && !a.start && !a.json {
+        a.format = Some(DEFAULT_SQUEUE.into());
+    }
+    queue::run(&a, &mut std::io::stdout().lock())
+}
+
+/// sacct: flexacct, whose fields and flags are sacct's.
+fn sacct(args: Vec<OsString>) -> Result<i32, Error> {
+    crate::error::default_sigpipe();
+    let a: acct::Args = slurm_parse("sacct", args);
+    acct::run(&a, &mut std::io::stdout().lock())
+}
+
+/// scancel's options.
+#[derive(Debug, Parser)]
+#[command(name = "scancel", infer_long_args = true)]
+struct Scancel {
+    /// The signal to send instead of cancelling.
+    #[arg(short = 's', long = "signal")]
+    signal: Option<String>,
+    /// Only jobs of this name.
+    #[arg(short = 'n', long = "name", alias = "jobname")]
+    name: Option<String>,
+    /// Only this user's jobs.
+    #[arg(short = 'u', long = "user")]
+    user: Option<String>,
+    /// Only jobs in this state (PENDING, RUNNING, SUSPENDED).
+    #[arg(short = 't', long = "state")]
+    state: Option<String>,
+    /// Only your own jobs.
+    #[arg(long = "me")]
+    me: bool,
+    /// Signal the batch shell only / every step: a Flex job's signal goes to its whole group.
+    #[arg(short = 'b', long = "batch")]
+    batch: bool,
+    #[arg(short = 'f', long = "full")]
+    full: bool,
+    #[arg(short = 'Q', long = "quiet")]
+    quiet: bool,
+    #[arg(short = 'v', long = "verbose")]
+    verbose: bool,
+    /// This host's cluster, or `all`.
+    #[arg(short = 'M', long = "clusters")]
+    clusters: Option<String>,
+    /// The jobs: `12`, `12_3`, `12.batch`.
+    jobs: Vec<String>,
+}
+
+/// scancel: flexcancel's request for the jobs named, or those its filters select. A job that
+/// has already ended is passed over silently, as Slurm does; one flexd does not know is an
+/// error (exit 1).
+fn scancel(args: Vec<OsString>) -> Result<i32, Error> {
+    let a: Scancel = slurm_parse("scancel", args);
+    check_cluster(a.clusters.as_deref())?;
+    let signal = a
+        .signal
+        .as_deref()
+        .map(|s| crate::units::parse_signal(s).map_err(|e| Error::Input(e.to_string())))
+        .transpose()?;
+    let refs: Vec<JobRef> = a
+        .jobs
+        .iter()
+        .map(|j| {
+            let j = j.split_once('.').map_or(j.as_str(), |(job, _)| job);
+            JobRef::parse(j).map_err(|e| Error::Input(format!("invalid job id {j:?}: {e}")))
+        })
+        .collect::<Result<_, _>>()?;
+    let filtered = a.name.is_some() || a.user.is_some() || a.state.is_some() || a.me;
+    if refs.is_empty() && !filtered {
+        return Err(Error::Usage("no job identification provided".into()));
+    }
+    let mut client = Client::connect("scancel")?;
+    let mut f = QueueFilter {
+        jobs: refs.iter().map(|r| r.job).collect(),
+        include_finished: true,
+        states: JobState::ALL.to_vec(),
+        ..QueueFilter::default()
+    };
+    if let Some(u) = &a.user {
+        f.users.push(u.clone());
+    }
+    if a.me {
+        f.users.push(nix::unistd::getuid().to_string());
+    }
+    let views = client.queue(f)?;
+    let wanted_state = match a.state.as_deref() {
+        Some(s) => Some(JobState::parse(s).ok_or_else(|| {
+            Error::Input(format!(
+                "invalid job state {s:?}: PENDING, RUNNING or SUSPENDED"
+            ))
+        })?),
+        None => None,
+    };
+    let selected = |v: &flex_proto::JobView| {
+        !v.state.is_finished()
+            && a.name.as_ref().is_none_or(|n| *n == v.name)
+            && wanted_state.is_none_or(|s| s == v.state)
+    };
+    let mut code = exit::OK;
+    let mut to_cancel: Vec<JobRef> = Vec::new();
+    if refs.is_empty() {
+        to_cancel.extend(views.iter().filter(|v| selected(v)).map(|v| JobRef {
+            job: v.array.map_or(v.id, |t| t.job),
+            tasks: v.array.map(|t| {
+                vec![flex_proto::TaskRange {
+                    first: t.index,
+                    last: t.index,
+                    step: 1,
+                }]
+            }),
+        }));
+    }
+    for r in &refs {
+        let known: Vec<&flex_proto::JobView> = views
+            .iter()
+            .filter(|v| v.id == r.job || v.array.is_some_and(|t| t.job == r.job))
+            .collect();
+        if known.is_empty() {
+            eprintln!("scancel: error: Kill job error on job id {r}: Invalid job id specified");
+            code = 1;
+        } else if known.iter().any(|v| selected(v)) {
+            to_cancel.push(r.clone());
+        }
+    }
+    if to_cancel.is_empty() {
+        return Ok(code);
+    }
+    let (plain, tasks): (Vec<JobRef>, Vec<JobRef>) =
+        to_cancel.into_iter().partition(|r| r.tasks.is_none());
+    let req = Request::Cancel(flex_proto::CancelRequest {
+        jobs: plain.into_iter().map(|r| r.job).collect(),
+        signal,
+        tasks,
+    });
+    let outcomes = match client.call(&req)? {
+        Response::Cancelled(o) => o,
+        other => return Err(into_error(other)),
+    };
+    for o in outcomes {
+        // A job that ended meanwhile is not an error to scancel.
+        if let Some(e) = o
+            .error
+            .filter(|e| !e.contains("not running") && !e.contains("ended"))
+        {
+            eprintln!("scancel: error: Kill job error on job id {}: {e}", o.job);
+            code = 1;
+        }
+    }
+    Ok(code)
+}
+
+/// `-M`: this host's cluster, or all of them.
+fn check_cluster(c: Option<&str>) -> Result<(), Error> {
+    match c {
+        None | Some("all") => Ok(()),
+        Some(c) if c.split(',').all(|c| c == gres_plugin::env::CLUSTER) => Ok(()),
+        Some(c) => Err(Error::Input(format!(
+            "invalid cluster {c:?}: this host is cluster {}",
+            gres_plugin::env::CLUSTER
+        ))),
+    }
+}
+
+/// sinfo's options.
+#[derive(Debug, Parser)]
+#[command(name = "sinfo", infer_long_args = true, disable_help_flag = true)]
+struct Sinfo {
+    /// No header.
+    #[arg(short = 'h', long = "noheader")]
+    noheader: bool,
+    /// sinfo's format: `%P %a %l %D %t %T %N %c %m %G %C`, with widths.
+    #[arg(short = 'o', long = "format")]
+    format: Option<String>,
+    /// Node-oriented listing.
+    #[arg(short = 'N', long = "Node")]
+    node: bool,
+    /// Only these partitions.
+    #[arg(short = 'p', long = "partition")]
+    partition: Option<String>,
+    /// This host's cluster, or `all`.
+    #[arg(short = 'M', long = "clusters")]
+    clusters: Option<String>,
+    /// Summarize (accepted).
+    #[arg(short = 's', long = "summarize")]
+    summarize: bool,
+    /// Print help.
+    #[arg(long, action = clap::ArgAction::Help)]
+    help: Option<bool>,
+}
+
+/// What sinfo shows of the host.
+struct HostInfo {
+    name: String,
+    cpus: usize,
+    mem_mb: u64,
+    leaves: usize,
+    busy_leaves: usize,
+    running_jobs: usize,
+    max_time_s: u64,
+}
+
+/// sinfo: the host as the one node of the one partition `flex`.
+fn sinfo(args: Vec<OsString>) -> Result<i32, Error> {
+    let a: Sinfo = slurm_parse("sinfo", args);
+    check_cluster(a.clusters.as_deref())?;
+    let mut client = Client::connect("sinfo")?;
+    let config = match client.call(&Request::Config)? {
+        Response::Config(c) => c,
+        other => return Err(into_error(other)),
+    };
+    let hosts = match client.call(&Request::LeafMap)? {
+        Response::LeafMap(h) => h,
+        other => return Err(into_error(other)),
+    };
+    let running = client.queue(QueueFilter {
+        states: vec![JobState::Running],
+        ..QueueFilter::default()
+    })?;
+    let setting = |k: &str| config.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let max_time_s = setting("max_time_limit")
+        .and_then(|v| humantime::parse_duration(&v).ok())
+        .map_or(0, |d| d.as_secs());
+    let mut infos = Vec::new();
+    for h in hosts {
+        let line = setting(&format!("host {}", h.host)).unwrap_or_default();
+        let number_before = |word: &str| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            words
+                .windows(2)
+                .find(|w| w[1].trim_end_matches(',') == word)
+                .and_then(|w| w[0].parse::<f64>().ok())
+        };
+        infos.push(HostInfo {
+            cpus: number_before("cores").unwrap_or(0.0) as usize,
+            mem_mb: (number_before("GiB").unwrap_or(0.0) * 1024.0) as u64,
+            leaves: h.leaves.len(),
+            busy_leaves: h.leaves.iter().filter(|l| !l.jobs.is_empty()).count(),
+            running_jobs: running
+                .iter()
+                .filter(|j| j.alloc.as_ref().is_some_and(|x| x.host == h.host))
+                .count(),
+            name: h.host,
+            max_time_s,
+        });
+    }
+    if let Some(p) = &a.partition {
+        if p.split(',').all(|p| p != crate::format::PARTITION) {
+            infos.clear();
+        }
+    }
+    let fmt = match (&a.format, a.node) {
+        (Some(f), _) => f.clone(),
+        (None, true) => "%N %.6D %P %.6t".into(),
+        (None, false) => "%9P %.5a %.10l %.6D %.6t %N".into(),
+    };
+    let _ = (a.summarize, a.help);
+    let mut out = String::new();
+    if !a.noheader {
+        out.push_str(&sinfo_line(&fmt, None)?);
+        out.push('\n');
+    }
+    for h in &infos {
+        out.push_str(&sinfo_line(&fmt, Some(h))?);
+        out.push('\n');
+    }
+    std::io::stdout()
+        .lock()
+        .write_all(out.as_bytes())
+        .map_err(Error::output)?;
+    Ok(exit::OK)
+}
+
+/// One line of sinfo's `-o` format: the header when `h` is None.
+fn sinfo_line(fmt: &str, h: Option<&HostInfo>) -> Result<String, Error> {
+    let mut out = String::new();
+    let mut chars = fmt.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        let right = chars.peek() == Some(&'.');
+        if right {
+            chars.next();
+        }
+        let mut width = String::new();
+        while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+            width.push(*d);
+            chars.next();
+        }
+        let Some(field) = chars.next() else {
+            return Err(Error::Input(format!(
+                "invalid sinfo format {fmt:?}: ends in %"
+            )));
+        };
+        let (header, value) = match field {
+            '%' => ("%", "%".to_string()),
+            'P' => ("PARTITION", format!("{}*", crate::format::PARTITION)),
+            'R' => ("PARTITION", crate::format::PARTITION.to_string()),
+            'a' => ("AVAIL", "up".into()),
+            'l' => (
+                "TIMELIMIT",
+                h.map_or_else(String::new, |h| slurm_time(h.max_time_s)),
+            ),
+            'D' => ("NODES", "1".into()),
+            't' => ("STATE", h.map_or_else(String::new, |h| state(h, true))),
+            'T' => ("STATE", h.map_or_else(String::new, |h| state(h, false))),
+            'N' | 'n' => ("NODELIST", h.map_or_else(String::new, |h| h.name.clone())),
+            'c' => ("CPUS", h.map_or_else(String::new, |h| h.cpus.to_string())),
+            'm' => ("MEMORY", h.map_or_else(String::new, |h| h.mem_mb.to_string())),
+            'G' => (
+                "GRES",
+                h.map_or_else(String::new, |h| format!("gpu:{}", h.leaves)),
+            ),
+            'C' => (
+                "CPUS(A/I/O/T)",
+                h.map_or_else(String::new, |h| format!("0/{}/0/{}", h.cpus, h.cpus)),
+            ),
+            other => {
+                return Err(Error::Input(format!(
+                    "invalid sinfo format field %{other}: Flex knows %P %R %a %l %D %t %T %N %c %m %G %C"
+                )))
+            }
+        };
+        let text = if h.is_some() { value } else { header.into() };
+        match width.parse::<usize>() {
+            Ok(w) if right => out.push_str(&format!("{:>w$}", crate::format::cut(&text, w))),
+            Ok(w) => out.push_str(&format!("{:<w$}", crate::format::cut(&text, w))),
+            Err(_) => out.push_str(&text),
+        }
+    }
+    Ok(out)
+}
+
+/// The node's state as sinfo names it: idle, mix(ed) or alloc(ated).
+fn state(h: &HostInfo, compact: bool) -> String {
+    let s = if h.running_jobs == 0 {
+        ("idle", "idle")
+    } else if h.leaves > 0 && h.busy_leaves == h.leaves {
+        ("alloc", "allocated")
+    } else {
+        ("mix", "mixed")
+    };
+    (if compact { s.0 } else { s.1 }).to_string()
+}
+
+/// Slurm's time limit: `infinite`, or `D-HH:MM:SS` / `HH:MM:SS`.
+fn slurm_time(s: u64) -> String {
+    if s == 0 || s >= 365 * 86400 {
+        return "infinite".into();
+    }
+    let (d, h, m, sec) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
+    if d > 0 {
+        format!("{d}-{h:02}:{m:02}:{sec:02}")
+    } else {
+        format!("{h}:{m:02}:{sec:02}")
+    }
+}
+
+/// srun: inside a job, flexrun's srun (the job's tasks); on the submit host, a job of its own
+/// that runs the command and waits for it, its output copied to this terminal, as srun's
+/// allocation and step do.
+fn srun(args: Vec<OsString>) -> i32 {
+    if std::env::var_os("FLEX_JOB_ID").is_some() {
+        return run::personality("srun", &args[1..]).unwrap_or(exit::INTERNAL);
+    }
+    srun_outside(args).unwrap_or_else(|e| report("srun", &e))
+}
+
+/// srun on the submit host: `sbatch --wait --wrap` of the command with the job options given,
+/// then its output.
+fn srun_outside(args: Vec<OsString>) -> Result<i32, Error> {
+    let words: Vec<String> = args[1..]
+        .iter()
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect();
+    // Options up to the command, as srun reads them (the ones flexsub knows take their value).
+    let mut i = 0;
+    let mut opts: Vec<String> = Vec::new();
+    while i < words.len() && words[i].starts_with('-') && words[i] != "--" {
+        let w = &words[i];
+        opts.push(w.clone());
+        let long = w
+            .strip_prefix("--")
+            .map(|l| l.split('=').next().unwrap_or(l));
+        let spec = match long {
+            Some(name) => crate::options::by_long(name).filter(|_| !w.contains('=')),
+            None => w
+                .chars()
+                .nth(1)
+                .and_then(crate::options::by_short)
+                .filter(|_| w.len() == 2),
+        };
+        if spec.is_some_and(|s| s.value.is_some()) {
+            i += 1;
+            if let Some(v) = words.get(i) {
+                opts.push(v.clone());
+            }
+        }
+        i += 1;
+    }
+    if words.get(i).is_some_and(|w| w == "--") {
+        i += 1;
+    }
+    let command = &words[i..];
+    if command.is_empty() {
+        return Err(Error::Usage("srun: no command given".into()));
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("flex-srun.")
+        .tempdir()
+        .map_err(|e| Error::Input(format!("srun: cannot make a directory for the output: {e}")))?;
+    let output = dir.path().join("out");
+    let quoted: Vec<String> = command.iter().map(|w| shell_quote(w)).collect();
+    let mut sbatch: Vec<String> = vec!["sbatch".into(), "--wait".into(), "--parsable".into()];
+    sbatch.extend(opts);
+    sbatch.push(format!("--output={}", output.display()));
+    sbatch.push(format!("--wrap={}", quoted.join(" ")));
+    let m = submit::command()
+        .name("srun")
+        .bin_name("srun")
+        .infer_long_args(true)
+        .try_get_matches_from(&sbatch)
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    // The job id on stdout would be srun's output; it goes nowhere.
+    let code = submit::run(&m, &mut std::io::sink())?;
+    if let Ok(text) = std::fs::read(&output) {
+        let _ = std::io::stdout().lock().write_all(&text);
+    }
+    Ok(code)
+}
+
+/// `w` as one word for the shell.
+fn shell_quote(w: &str) -> String {
+    if !w.is_empty()
+        && w.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    {
+        w.to_string()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
+/// `flex-slurm links DIR`: make DIR (if need be) and in it a link named after each Slurm
+/// command to `target` (flex-slurm itself). A name already there that is not such a link is
+/// left alone and reported: a real Slurm's commands are never replaced.
+pub fn links(dir: &Path, target: &Path) -> Result<Vec<String>, Error> {
+    std::fs::create_dir_all(dir).map_err(|source| Error::Read {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut refused = Vec::new();
+    for name in NAMES {
+        let link = dir.join(name);
+        match std::fs::symlink_metadata(&link) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = std::fs::read_link(&link).unwrap_or_default();
+                if to.file_name() != target.file_name() {
+                    refused.push(format!("{} (a link to {})", link.display(), to.display()));
+                    continue;
+                }
+                let _ = std::fs::remove_file(&link);
+            }
+            Ok(_) => {
+                refused.push(format!("{} (not a link of flex-slurm's)", link.display()));
+                continue;
+            }
+            Err(_) => {}
+        }
+        std::os::unix::fs::symlink(target, &link).map_err(|source| Error::Read {
+            path: link.clone(),
+            source,
+        })?;
+    }
+    Ok(refused)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host() -> HostInfo {
+        HostInfo {
+            name: "gpu01".into(),
+            cpus: 32,
+            mem_mb: 256 * 1024,
+            leaves: 14,
+            busy_leaves: 3,
+            running_jobs: 1,
+            max_time_s: 365 * 86400,
+        }
+    }
+
+    #[test]
+    fn sinfo_prints_the_host_as_slurm_does() {
+        let f = "%9P %.5a %.10l %.6D %.6t %N";
+        assert_eq!(
+            sinfo_line(f, None).unwrap(),
+            "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST"
+        );
+        assert_eq!(
+            sinfo_line(f, Some(&host())).unwrap(),
+            "flex*        up   infinite      1    mix gpu01"
+        );
+        let idle = HostInfo {
+            running_jobs: 0,
+            busy_leaves: 0,
+            max_time_s: 2 * 86400 + 3600,
+            ..host()
+        };
+        assert_eq!(
+            sinfo_line("%l %T %c %G", Some(&idle)).unwrap(),
+            "2-01:00:00 idle 32 gpu:14"
+        );
+        assert!(sinfo_line("%Z", Some(&idle)).is_err());
+    }
+
+    #[test]
+    fn links_never_replace_another_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("flex-slurm");
+        std::fs::write(&target, "").unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        std::fs::write(bin.join("sbatch"), "real slurm").unwrap();
+        let refused = links(&bin, &target).unwrap();
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(refused[0].contains("sbatch"));
+        assert_eq!(std::fs::read_link(bin.join("squeue")).unwrap(), target);
+        assert_eq!(
+            std::fs::read_to_string(bin.join("sbatch")).unwrap(),
+            "real slurm"
+        );
+        // Again: the links are ours, and stay.
+        assert_eq!(links(&bin, &target).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn words_are_quoted_for_the_shell() {
+        assert_eq!(shell_quote("python"), "python");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+
+    #[test]
+    fn slurm_flags_parse_abbreviated() {
+        let a: queue::Args = slurm_parse(
+            "squeue",
+            [
+                "squeue",
+                "--noh",
+                "--form=%i %t",
+                "--job",
+                "3",
+                "-p",
+                "flex",
+            ]
+            .map(OsString::from)
+            .to_vec(),
+        );
+        assert!(a.noheader);
+        assert_eq!(a.format.as_deref(), Some("%i %t"));
+        assert_eq!(a.jobs, ["3"]);
+        let a: acct::Args = slurm_parse(
+            "sacct",
+            [
+                "sacct",
+                "-X",
+                "--parsable2",
+                "--noheader",
+                "--format=JobIdRaw,State",
+                "--name",
+                "x",
+                "--job",
+                "4.batch",
+            ]
+            .map(OsString::from)
+            .to_vec(),
+        );
+        assert_eq!(
+            (a.names.clone(), a.jobs.clone()),
+            (vec!["x".to_string()], vec!["4.batch".to_string()])
+        );
+        assert_eq!(acct::parse_jobs(&a.jobs).unwrap(), [gres_plugin::JobId(4)]);
+    }
+}
