@@ -7,6 +7,12 @@
 #   make install-files   install what is already built (PROFILE and CARGO_TARGET_DIR pick it)
 #   make uninstall       remove what install put there, except /etc/flex/flexd.toml and the
 #                        state in /var/lib/flex
+#   make install-slurm-names
+#                        flex-slurm, and Slurm's command names (sbatch, squeue, scancel, sacct,
+#                        scontrol, sinfo, srun) as links to it in SLURMNAMESDIR, a directory of
+#                        their own for users to put first on PATH; a name there that is not
+#                        such a link (a real Slurm's command) is never replaced: make fails
+#   make uninstall-slurm-names   remove those links and flex-slurm
 #
 # The man pages (man/) and completions (etc/completions/) are checked in; they are generated
 # from the commands' clap definitions by `FLEX_BLESS=1 cargo test -p flex-tests --test docs`.
@@ -23,6 +29,7 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 BASHDIR ?= $(DATADIR)/bash-completion/completions
 ZSHDIR ?= $(DATADIR)/zsh/site-functions
 FISHDIR ?= $(DATADIR)/fish/vendor_completions.d
+SLURMNAMESDIR ?= $(PREFIX)/lib/flex/slurm-bin
 
 CARGO ?= cargo
 PROFILE ?= release
@@ -32,7 +39,9 @@ OUT := $(CARGO_TARGET_DIR)/$(if $(filter dev test,$(PROFILE)),debug,$(PROFILE))
 COMMANDS := flexsub flexq flexcancel flexcontrol flexrun flexacct flexreport flexprio flexshare flexsim flexgres
 INSTALL ?= install
 
-.PHONY: all build install install-files uninstall
+SLURMNAMES := sbatch squeue scancel sacct scontrol sinfo srun
+
+.PHONY: all build install install-files uninstall install-slurm-names uninstall-slurm-names
 
 all: build
 
@@ -85,3 +94,16 @@ uninstall:
 	rm -f $(DESTDIR)$(UNITDIR)/flexd.service $(DESTDIR)$(DOCDIR)/flex.crontab
 	-rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null
 	@echo "kept $(DESTDIR)$(SYSCONFDIR)/flex/flexd.toml and the state in /var/lib/flex"
+
+install-slurm-names:
+	$(INSTALL) -d $(DESTDIR)$(BINDIR)
+	$(INSTALL) -m 0755 $(OUT)/flex-slurm $(DESTDIR)$(BINDIR)/flex-slurm
+	$(DESTDIR)$(BINDIR)/flex-slurm links $(DESTDIR)$(SLURMNAMESDIR) $(BINDIR)/flex-slurm
+
+uninstall-slurm-names:
+	for c in $(SLURMNAMES); do \
+		l=$(DESTDIR)$(SLURMNAMESDIR)/$$c; \
+		if [ -L $$l ] && [ "$$(basename "$$(readlink $$l)")" = flex-slurm ]; then rm -f $$l; fi; \
+	done
+	-rmdir $(DESTDIR)$(SLURMNAMESDIR) 2>/dev/null
+	rm -f $(DESTDIR)$(BINDIR)/flex-slurm

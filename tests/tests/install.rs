@@ -7,8 +7,18 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn make(dest: &Path, target: &str) {
+    let out = make_output(dest, target);
+    assert!(
+        out.status.success(),
+        "make {target}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn make_output(dest: &Path, target: &str) -> std::process::Output {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let out = Command::new("make")
+    Command::new("make")
         .current_dir(repo)
         .arg("-s")
         .arg(target)
@@ -19,13 +29,7 @@ fn make(dest: &Path, target: &str) {
             bin_dir().parent().unwrap().display()
         ))
         .output()
-        .expect("make runs (install make)");
-    assert!(
-        out.status.success(),
-        "make {target}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .expect("make runs (install make)")
 }
 
 #[test]
@@ -105,4 +109,44 @@ fn make_install_lays_out_a_site_and_uninstall_takes_it_back() {
         assert!(!f.exists(), "{} was not removed", f.display());
     }
     assert!(config.is_file(), "uninstall keeps the configuration");
+}
+
+#[test]
+fn slurm_names_are_links_of_their_own_and_never_replace_a_real_slurms() {
+    let dest = tempfile::tempdir().unwrap();
+    let d = dest.path();
+    make(d, "install-slurm-names");
+    let names = d.join("usr/local/lib/flex/slurm-bin");
+    for c in [
+        "sbatch", "squeue", "scancel", "sacct", "scontrol", "sinfo", "srun",
+    ] {
+        // The link names where flex-slurm will be, not the staging directory.
+        assert_eq!(
+            std::fs::read_link(names.join(c)).unwrap(),
+            Path::new("/usr/local/bin/flex-slurm"),
+            "{c}"
+        );
+    }
+    assert!(d.join("usr/local/bin/flex-slurm").is_file());
+    make(d, "uninstall-slurm-names");
+    assert!(!names.exists() && !d.join("usr/local/bin/flex-slurm").exists());
+
+    // A real Slurm's sbatch where the names go: make fails and leaves it.
+    std::fs::create_dir_all(&names).unwrap();
+    std::fs::write(names.join("sbatch"), "#!/bin/sh\necho real slurm\n").unwrap();
+    let out = make_output(d, "install-slurm-names");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("left alone"),
+        "{out:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(names.join("sbatch")).unwrap(),
+        "#!/bin/sh\necho real slurm\n"
+    );
+    make(d, "uninstall-slurm-names");
+    assert!(
+        names.join("sbatch").is_file(),
+        "uninstall leaves what it did not make"
+    );
 }

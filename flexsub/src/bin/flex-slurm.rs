@@ -17,8 +17,13 @@ fn main() {
         std::process::exit(flexsub::slurm_names::main(&called, args));
     }
     match args.get(1).and_then(|a| a.to_str()) {
-        Some("links") if args.len() == 3 => {
-            let me = std::env::current_exe().unwrap_or_else(|_| "flex-slurm".into());
+        // `links DIR [TARGET]`: TARGET is where flex-slurm will be (a staged install's final
+        // path), else this binary.
+        Some("links") if args.len() == 3 || args.len() == 4 => {
+            let me = match args.get(3) {
+                Some(t) => std::path::PathBuf::from(t),
+                None => std::env::current_exe().unwrap_or_else(|_| "flex-slurm".into()),
+            };
             match flexsub::slurm_names::links(std::path::Path::new(&args[2]), &me) {
                 Ok(refused) => {
                     for r in &refused {
@@ -35,7 +40,7 @@ fn main() {
         }
         _ => {
             eprintln!(
-                "usage: flex-slurm links DIR | flex-slurm {{{}}} ARGS...\n\
+                "usage: flex-slurm links DIR [TARGET] | flex-slurm {{{}}} ARGS...\n\
                  (or call it through a link named after one of those commands)",
                 flexsub::slurm_names::NAMES.join(",")
             );
