@@ -87,6 +87,7 @@ fn nvml(rounds: u32) {
                 .find(|g| g.index == l.gpu)
                 .map_or_else(String::new, |g| g.uuid.clone()),
             gpu_share: l.sm_slices as f64 / 7.0,
+            gpu_instance: l.gpu_instance,
         })
         .collect();
     let first = t.read(&targets);

@@ -177,6 +177,7 @@ pub(crate) fn targets(core: &crate::server::Core) -> Vec<(Target, u32)> {
                 whole: u.share >= 1000,
                 gpu_uuid: gpu.uuid.clone(),
                 gpu_share: leaf.sm_slices as f64 / 7.0 * u.share as f64 / 1000.0,
+                gpu_instance: leaf.gpu_instance,
             };
             v.push((target, leaf.gpu.0));
         }
@@ -249,6 +250,7 @@ mod tests {
             whole: true,
             gpu_uuid: "GPU-0".into(),
             gpu_share: 1.0 / 7.0,
+            gpu_instance: Some(leaf),
         }
     }
 

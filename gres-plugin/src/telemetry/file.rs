@@ -159,6 +159,7 @@ mod tests {
             whole: true,
             gpu_uuid: "GPU-0".into(),
             gpu_share: 1.0 / 7.0,
+            gpu_instance: Some(leaf),
         }
     }
 

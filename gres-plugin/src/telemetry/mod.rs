@@ -22,6 +22,8 @@ pub struct Target {
     pub gpu_uuid: String,
     /// The part of its GPU the job holds through this leaf: SM slices / 7 × share.
     pub gpu_share: f64,
+    /// The GPU instance of a MIG leaf (GPM samples a MIG leaf through its GPU by this id).
+    pub gpu_instance: Option<u32>,
 }
 
 /// What one leaf reported at one sample.
