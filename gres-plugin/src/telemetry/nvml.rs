@@ -49,7 +49,11 @@ impl NvmlTelemetry {
         let now = &self.gpm[&(t.job, t.leaf)];
         let m = nvml_wrapper::gpm::gpm_metrics_get(self.nvml, &before, now, &[GpmMetricId::SmUtil])
             .ok()?;
-        m.into_iter().next()?.ok().map(|r| r.value)
+        // Hundredths of a percent: more digits than GPM's sampling supports would only be noise.
+        m.into_iter()
+            .next()?
+            .ok()
+            .map(|r| (r.value * 100.0).round() / 100.0)
     }
 }
 
