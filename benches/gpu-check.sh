@@ -621,6 +621,8 @@ accounting() {
   flexreport users -S now-1hours -E now
 }
 export -f accounting
+# A job's GPU summary is written at the first telemetry sample after its end.
+sleep 3
 step "flexacct of the jobs" 20 accounting
 
 kill "$FLEXD" 2>/dev/null
