@@ -450,7 +450,9 @@ impl ChildSetup {
         Ok(())
     }
 
-    /// Create an output file as the user (never through a symlink) onto descriptor `target`.
+    /// Create an output file as the user (never through a symlink) onto descriptor `target`;
+    /// a directory of its path that does not exist is made first (as the user, with the job's
+    /// umask), as Slurm 23.02 and later do for a job's output files.
     fn redirect(&self, path: &CString, target: i32) -> std::io::Result<()> {
         let mode = if self.append {
             libc::O_APPEND
@@ -459,7 +461,12 @@ impl ChildSetup {
         };
         let flags = libc::O_WRONLY | libc::O_CREAT | mode | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         // SAFETY: a valid NUL-terminated path.
-        let fd = unsafe { libc::open(path.as_ptr(), flags, 0o644 as libc::c_uint) };
+        let mut fd = unsafe { libc::open(path.as_ptr(), flags, 0o644 as libc::c_uint) };
+        if fd < 0 && Errno::last() == Errno::ENOENT {
+            make_parents(path.as_bytes());
+            // SAFETY: as above.
+            fd = unsafe { libc::open(path.as_ptr(), flags, 0o644 as libc::c_uint) };
+        }
         if fd < 0 {
             return Err(self.fail(
                 format!(
@@ -479,5 +486,20 @@ impl ChildSetup {
             return Err(self.fail("dup2".into(), Errno::last()));
         }
         Ok(())
+    }
+}
+
+/// Make each missing directory above the file `path` (mkdir(2) with mode 0777 less the umask;
+/// one that exists, or cannot be made, is left to the open that follows to report).
+fn make_parents(path: &[u8]) {
+    let mut prefix = Vec::with_capacity(path.len() + 1);
+    for (i, &b) in path.iter().enumerate() {
+        if b == b'/' && i > 0 {
+            prefix.clear();
+            prefix.extend_from_slice(&path[..i]);
+            prefix.push(0);
+            // SAFETY: a NUL-terminated path.
+            unsafe { libc::mkdir(prefix.as_ptr().cast(), 0o777) };
+        }
     }
 }

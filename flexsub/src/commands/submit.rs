@@ -356,7 +356,9 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
         Some(d) => cwd.join(d),
         None => cwd.to_path_buf(),
     };
-    warnings.extend(missing_output_dirs(&s, &workdir, &origins));
+    if m.get_flag("test-only") {
+        notes.extend(missing_output_dirs(&s, &workdir, &origins));
+    }
     let spec = JobSpec {
         name,
         script: text,
@@ -481,9 +483,10 @@ pub fn run(m: &ArgMatches, out: &mut impl Write) -> Result<i32, Error> {
     Ok(crate::error::exit::OK)
 }
 
-/// A warning for each output file whose directory does not exist (where the pattern's
-/// directory part has no `%` escapes to wait for): the job would fail at its start, as in
-/// Slurm 22.05. Named after the line that gave it.
+/// For `--test-only`, a note for each output file whose directory does not exist yet (where the
+/// pattern's directory part has no `%` escapes to wait for): flexd makes it when the job
+/// starts, as Slurm 23.02 and later do (22.05 fails such a job). Named after the line that
+/// gave it.
 fn missing_output_dirs(s: &Settings, workdir: &Path, origins: &[(Key, String)]) -> Vec<String> {
     let mut out = Vec::new();
     for (key, pattern) in [(Key::Output, &s.stdout), (Key::Error, &s.stderr)] {
@@ -508,8 +511,7 @@ fn missing_output_dirs(s: &Settings, workdir: &Path, origins: &[(Key, String)]) 
                 |(_, at)| at.clone(),
             );
             out.push(format!(
-                "{at}: the directory {} does not exist, so the job would fail as it starts; \
-                 create it first",
+                "{at}: the directory {} does not exist yet; it is made when the job starts",
                 dir.display()
             ));
         }

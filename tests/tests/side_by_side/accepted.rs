@@ -14,6 +14,8 @@ pub(super) struct Accepted {
     pub(super) reason: &'static str,
 }
 
+const OUTPUT_DIR: &str = "Slurm 22.05 fails a job whose output file's directory does not exist (exit code 0:53, nothing runs); Flex makes the directory, as Slurm 23.02 and later do, and runs the job";
+
 const fn a(scripts: &'static str, fact: &'static str, reason: &'static str) -> Accepted {
     Accepted {
         scripts,
@@ -55,13 +57,43 @@ pub(super) const ACCEPTED: &[Accepted] = &[
     ),
     a(
         "ddp_srun.sh",
+        "state",
+        OUTPUT_DIR,
+    ),
+    a(
+        "ddp_srun.sh",
         "exit",
-        "The output file's directory does not exist when the job starts (the script makes it): both end the job in the same state, Slurm with exit code 0:53, Flex with 0:0",
+        OUTPUT_DIR,
+    ),
+    a(
+        "ddp_srun.sh",
+        "file only in flex: logs/*",
+        OUTPUT_DIR,
+    ),
+    a(
+        "ddp_srun.sh",
+        "tasks *",
+        OUTPUT_DIR,
+    ),
+    a(
+        "fname-subdir.sh",
+        "state",
+        OUTPUT_DIR,
     ),
     a(
         "fname-subdir.sh",
         "exit",
-        "The output file's directory does not exist when the job starts (the script makes it): both end the job in the same state, Slurm with exit code 0:53, Flex with 0:0",
+        OUTPUT_DIR,
+    ),
+    a(
+        "fname-subdir.sh",
+        "file only in flex: logs/*",
+        OUTPUT_DIR,
+    ),
+    a(
+        "fname-subdir.sh",
+        "tasks *",
+        OUTPUT_DIR,
     ),
     a(
         "*",
