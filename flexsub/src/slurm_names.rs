@@ -71,6 +71,10 @@ const DEFAULT_SQUEUE: &str = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R";
 fn squeue(args: Vec<OsString>) -> Result<i32, Error> {
     crate::error::default_sigpipe();
     let mut a: queue::Args = slurm_parse("squeue", args);
+    // squeue shows the jobs it is given in its default states only (flexq shows them in any).
+    if !a.jobs.is_empty() && a.states.is_empty() {
+        a.states = vec!["PENDING".into(), "RUNNING".into()];
+    }
     if a.format.is_none() && a.format_long.is_none() && !a.long && !a.start && !a.json {
         a.format = Some(DEFAULT_SQUEUE.into());
     }
