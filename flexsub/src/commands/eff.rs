@@ -78,6 +78,7 @@ pub fn report(r: &AcctRecord, now: u64) -> Efficiency {
     let core_s = cores as f64 * elapsed as f64;
     let pct = |a: f64, b: f64| (b > 0.0).then(|| a / b * 100.0);
     let mut profiles: Vec<String> = r.leaves.iter().map(|l| l.profile.clone()).collect();
+    profiles.sort();
     profiles.dedup();
     let mut e = Efficiency {
         job: r.array.map_or_else(|| r.id.to_string(), |a| a.to_string()),
