@@ -25,7 +25,7 @@ complete -c flexsub -s a -l array -d 'A job array, a task per index: 0-15, 1,3,7
 complete -c flexsub -s d -l dependency -d 'Start after other jobs: after, afterany, afterok, afternotok, aftercorr:ID[:ID...], singleton; \',\' all of them, \'?\' any' -r
 complete -c flexsub -l signal -d 'Send SIG (a name or number) SECONDS (default 60) before the time limit; with B: to the batch shell only, else to the whole job' -r
 complete -c flexsub -s N -l nodes -d 'Node count; Flex runs a job on one host, so only 1' -r
-complete -c flexsub -l export -d 'Environment to export; Flex always exports all of it, so only ALL' -r
+complete -c flexsub -l export -d 'Environment to export, as sbatch: ALL (the default), NONE, or only the VARs named (with ALL: all and these), VAR=VALUE setting one' -r
 complete -c flexsub -s n -l ntasks -d 'Number of tasks, for -c and --gpus-per-task (flexrun still starts one rank per leaf)' -r
 complete -c flexsub -l ntasks-per-node -d 'Tasks on the one node: as --ntasks' -r
 complete -c flexsub -l tasks-per-node -d 'sbatch\'s other name for --ntasks-per-node' -r
@@ -53,11 +53,15 @@ complete -c flexsub -l ntasks-per-gpu -d 'Accepted and ignored: flexrun starts o
 complete -c flexsub -l mem-bind -d 'Accepted and ignored: Flex reserves host memory per host, not per NUMA node' -r
 complete -c flexsub -l cpu-freq -d 'Accepted and ignored: Flex does not set clock frequencies' -r
 complete -c flexsub -l gpu-freq -d 'Accepted and ignored: Flex does not set clock frequencies' -r
+complete -c flexsub -s k -l no-kill -d 'Accepted and ignored: a Flex job has one node, so it never loses one and carries on' -r
 complete -c flexsub -l kill-on-invalid-dep -d 'Accepted and ignored: flexd.toml\'s kill_invalid_depend decides' -r
+complete -c flexsub -s Q -l quiet -d 'Accepted and ignored: flexsub prints only the job id and warnings' -r
 complete -c flexsub -l gres-flags -d 'Accepted and ignored: each leaf\'s cores are on its GPU\'s NUMA node already' -r
 complete -c flexsub -l gpu-bind -d 'Accepted and ignored: flexrun gives each rank its own leaf as CUDA device 0' -r
 complete -c flexsub -s m -l distribution -d 'Accepted and ignored: flexrun starts one rank per leaf' -r
 complete -c flexsub -l tmp -d 'Accepted and ignored: Flex does not allocate disk' -r
+complete -c flexsub -s s -l oversubscribe -d 'Accepted and ignored: sharing follows the request (a --gpu-fraction below 1 shares a GPU)' -r
+complete -c flexsub -l spread-job -d 'Accepted and ignored: a Flex job runs on one host' -r
 complete -c flexsub -l profile -d 'Accepted and ignored: Flex gathers no profiles' -r
 complete -c flexsub -l acctg-freq -d 'Accepted and ignored: flexacct keeps each job\'s totals' -r
 complete -c flexsub -s L -l licenses -d 'Accepted and ignored: Flex has no licenses' -r
@@ -69,19 +73,14 @@ complete -c flexsub -l container-workdir -d 'Refused: Flex runs no pyxis/enroot 
 complete -c flexsub -l container-name -d 'Refused: Flex runs no pyxis/enroot containers; start the container from the script (enroot start, apptainer exec, docker run)' -r
 complete -c flexsub -l uid -d 'Refused: a job runs as the user who submits it' -r
 complete -c flexsub -l gid -d 'Refused: a job runs with the submitting user\'s groups' -r
-complete -c flexsub -l get-user-env -d 'Refused: the job gets the submitting environment (--export=ALL), not a login shell\'s' -r
-complete -c flexsub -s M -l clusters -d 'Refused: Flex is one host; submit on the cluster\'s own host' -r
-complete -c flexsub -l cluster -d 'Refused: Flex is one host; submit on the cluster\'s own host' -r
+complete -c flexsub -l get-user-env -d 'Accepted and ignored: the job gets the submitting environment (as --export gives it), not a login shell\'s' -r
+complete -c flexsub -s M -l clusters -d 'Clusters to submit to: this host\'s (flex) or all; Flex is one host' -r
 complete -c flexsub -l wrap -d 'Run CMD with /bin/sh instead of a script' -r
 complete -c flexsub -l train -d '--model is trained (gradients, optimizer state)'
 complete -c flexsub -l infer -d '--model only runs inference (KV cache)'
 complete -c flexsub -s H -l hold -d 'Submit held (JobHeldUser) until `flexcontrol release`'
 complete -c flexsub -l requeue -d 'The job may be requeued (the default)'
 complete -c flexsub -l no-requeue -d 'The job may not be requeued'
-complete -c flexsub -s k -l no-kill -d 'Accepted and ignored: a Flex job has one node, so it never loses one and carries on'
-complete -c flexsub -s Q -l quiet -d 'Accepted and ignored: flexsub prints only the job id and warnings'
-complete -c flexsub -s s -l oversubscribe -d 'Accepted and ignored: sharing follows the request (a --gpu-fraction below 1 shares a GPU)'
-complete -c flexsub -l spread-job -d 'Accepted and ignored: a Flex job runs on one host'
 complete -c flexsub -l parsable -d 'Print only the job id'
 complete -c flexsub -s W -l wait -d 'Return when the job ends, with its exit code (1 when it failed otherwise)'
 complete -c flexsub -l test-only -d 'Print where and when the job would start; queue nothing'

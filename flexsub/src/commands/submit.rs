@@ -365,7 +365,11 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
         args,
         workdir,
         submit_dir: cwd.to_path_buf(),
-        env: env.into(),
+        env: match &s.export {
+            Some(e) => e.apply(env),
+            None => env,
+        }
+        .into(),
         stdout: s.stdout.clone(),
         stderr: s.stderr.clone(),
         request,

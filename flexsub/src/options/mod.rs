@@ -49,6 +49,8 @@ pub struct Settings {
     pub dtype: Option<Dtype>,
     pub mode: Option<Mode>,
     pub queue: flex_proto::QueueOptions,
+    /// `--export`.
+    pub export: Option<Export>,
     pub signal: Option<flex_proto::WarnSignal>,
     pub options: flex_proto::JobOptions,
 }
@@ -85,6 +87,65 @@ pub fn parse_warn_signal(v: &str) -> Result<flex_proto::WarnSignal, String> {
         before_s: secs,
         batch_only,
     })
+}
+
+/// sbatch's `--export`: all of the submitting environment or only the variables named, and
+/// values to set.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Export {
+    pub all: bool,
+    /// Named variables: taken from the submitting environment (None), or set.
+    pub vars: Vec<(String, Option<String>)>,
+}
+
+impl Export {
+    /// `ALL`, `NONE`, `ALL,A=1,B`, `A,B=2` (sbatch's forms).
+    pub fn parse(v: &str) -> Result<Export, String> {
+        let mut e = Export::default();
+        for (i, item) in v.split(',').map(str::trim).enumerate() {
+            match item {
+                "ALL" | "all" if i == 0 => e.all = true,
+                "NONE" | "none" if i == 0 => {}
+                "" => return Err(format!("invalid export {v:?}: an empty name")),
+                _ => {
+                    let (name, value) = match item.split_once('=') {
+                        Some((n, val)) => (n, Some(val.to_string())),
+                        None => (item, None),
+                    };
+                    let ok = name
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                    if !ok {
+                        return Err(format!(
+                            "invalid export {v:?}: {name:?} is not a variable name"
+                        ));
+                    }
+                    e.vars.push((name.to_string(), value));
+                }
+            }
+        }
+        Ok(e)
+    }
+
+    /// The job's environment from the submitting one: all of it or the variables named (Flex's
+    /// own client settings, FLEX_SOCKET and FLEX_CONFIG, always, so the job's commands reach
+    /// flexd), then the values set.
+    pub fn apply(&self, env: Vec<(String, String)>) -> Vec<(String, String)> {
+        let named = |k: &str| self.vars.iter().any(|(n, _)| n == k);
+        let mut out: Vec<(String, String)> = env
+            .into_iter()
+            .filter(|(k, _)| self.all || named(k) || k == "FLEX_SOCKET" || k == "FLEX_CONFIG")
+            .collect();
+        for (name, value) in &self.vars {
+            if let Some(v) = value {
+                out.retain(|(k, _)| k != name);
+                out.push((name.clone(), v.clone()));
+            }
+        }
+        out
+    }
 }
 
 fn non_empty(what: &str, v: &str) -> Result<String, String> {
@@ -241,6 +302,7 @@ impl Settings {
             Key::Infer => self.mode = Some(Mode::Infer),
             Key::Nodes
             | Key::Export
+            | Key::Clusters
             | Key::Ntasks
             | Key::NtasksPerNode
             | Key::GpusPerNode

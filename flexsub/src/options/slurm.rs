@@ -46,8 +46,8 @@ pub const SLURM_OPTIONS: &[OptSpec] = &[
         Key::Export,
         "export",
         None,
-        Some("ALL"),
-        "Environment to export; Flex always exports all of it, so only ALL",
+        Some("[ALL|NONE][,VAR[=VALUE]...]"),
+        "Environment to export, as sbatch: ALL (the default), NONE, or only the VARs named (with ALL: all and these), VAR=VALUE setting one",
     ),
     opt(
         Key::Ntasks,
@@ -286,23 +286,18 @@ pub const SLURM_OPTIONS: &[OptSpec] = &[
         Some("GROUP"),
         "Refused: a job runs with the submitting user's groups",
     ),
-    refused(
+    ignored(
         "get-user-env",
         None,
         None,
-        "Refused: the job gets the submitting environment (--export=ALL), not a login shell's",
+        "Accepted and ignored: the job gets the submitting environment (as --export gives it), not a login shell's",
     ),
-    refused(
+    opt(
+        Key::Clusters,
         "clusters",
         Some('M'),
         Some("NAMES"),
-        "Refused: Flex is one host; submit on the cluster's own host",
-    ),
-    refused(
-        "cluster",
-        None,
-        Some("NAME"),
-        "Refused: Flex is one host; submit on the cluster's own host",
+        "Clusters to submit to: this host's (flex) or all; Flex is one host",
     ),
 ];
 
@@ -315,10 +310,17 @@ pub(super) fn apply(s: &mut Settings, spec: &OptSpec, v: &str) -> Result<Option<
                 "invalid node count {v:?}: a Flex job runs on one host, so only 1"
             ))
         }
-        Key::Export if !v.trim().eq_ignore_ascii_case("all") => {
-            return Err(format!(
-                "invalid export {v:?}: Flex exports the whole environment, so only ALL"
-            ))
+        Key::Export => s.export = Some(super::Export::parse(v)?),
+        Key::Clusters => {
+            for c in v.split(',').map(str::trim) {
+                if c != "all" && c != gres_plugin::env::CLUSTER {
+                    return Err(format!(
+                        "invalid cluster {c:?}: this host is cluster {} (or give all); \
+                         submit to other clusters on their own hosts",
+                        gres_plugin::env::CLUSTER
+                    ));
+                }
+            }
         }
         Key::Ntasks => s.ntasks = Some(count("task count")?),
         Key::NtasksPerNode => s.ntasks_per_node = Some(count("task count")?),

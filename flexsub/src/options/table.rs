@@ -64,8 +64,10 @@ pub enum Key {
     MailUser,
     /// Slurm's node count: Flex runs a job on one host.
     Nodes,
-    /// Slurm's `--export`: Flex always exports the whole environment.
+    /// Slurm's `--export`: which of the submitting environment the job gets.
     Export,
+    /// Slurm's `-M/--clusters`: this host's cluster, or all.
+    Clusters,
     /// sbatch's `--signal=[B:]SIG[@SECONDS]`.
     Signal,
     /// Slurm options with no meaning on one Flex host; accepted with a warning.
@@ -87,7 +89,7 @@ impl OptSpec {
     /// A flag that may also be given a value with `=` (sbatch's `--exclusive[=user]`,
     /// `--get-user-env[=60L]`).
     pub fn optional_value(&self) -> bool {
-        self.value.is_none() && matches!(self.key, Key::Exclusive | Key::Refused)
+        self.value.is_none() && matches!(self.key, Key::Exclusive | Key::Refused | Key::Ignored)
     }
 }
 

@@ -88,16 +88,65 @@ fn options_that_change_what_runs_are_refused_with_why() {
         ("container-name", "pyxis/enroot"),
         ("uid", "user who submits"),
         ("gid", "groups"),
-        ("clusters", "one host"),
-        ("cluster", "one host"),
     ] {
         let err = set(&mut s, opt, "x").unwrap_err();
         assert!(err.starts_with(&format!("--{opt} is refused: ")), "{err}");
         assert!(err.contains(why), "{err}");
     }
-    let err = s.apply(by_long("get-user-env").unwrap(), None).unwrap_err();
-    assert!(err.contains("--export=ALL"), "{err}");
+    // Another cluster is refused; this one, or all, is this host.
+    let err = set(&mut s, "clusters", "other").unwrap_err();
+    assert!(err.contains("this host is cluster flex"), "{err}");
     assert_eq!(s, Settings::default());
+    assert_eq!(set(&mut s, "clusters", "all"), Ok(None));
+    assert_eq!(set(&mut s, "clusters", "flex"), Ok(None));
+    // batchspawner's --get-user-env=L: the submitting environment, with a warning.
+    let w = s
+        .apply(by_long("get-user-env").unwrap(), Some("L"))
+        .unwrap();
+    assert!(w.unwrap().contains("submitting environment"));
+    assert_eq!(s, Settings::default());
+}
+
+#[test]
+fn export_takes_sbatchs_forms() {
+    let env = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let submitting = env(&[
+        ("PATH", "/bin"),
+        ("A", "1"),
+        ("B", "2"),
+        ("FLEX_SOCKET", "/s"),
+    ]);
+    let e = Export::parse("ALL").unwrap();
+    assert_eq!(e.apply(submitting.clone()), submitting);
+    let e = Export::parse("ALL,B=3,C=x y").unwrap();
+    assert_eq!(
+        e.apply(submitting.clone()),
+        env(&[
+            ("PATH", "/bin"),
+            ("A", "1"),
+            ("FLEX_SOCKET", "/s"),
+            ("B", "3"),
+            ("C", "x y")
+        ])
+    );
+    // Only the named (batchspawner's --export=PATH,A), and Flex's own client settings.
+    let e = Export::parse("PATH,A").unwrap();
+    assert_eq!(
+        e.apply(submitting.clone()),
+        env(&[("PATH", "/bin"), ("A", "1"), ("FLEX_SOCKET", "/s")])
+    );
+    assert_eq!(
+        Export::parse("NONE").unwrap().apply(submitting),
+        env(&[("FLEX_SOCKET", "/s")])
+    );
+    for bad in ["ALL,,A", "1X", "A-B=2"] {
+        assert!(Export::parse(bad).is_err(), "{bad}");
+    }
 }
 
 #[test]
@@ -235,9 +284,9 @@ fn values_are_checked() {
         .contains("fill-first"));
     assert!(set(&mut s, "nodes", "2").unwrap_err().contains("one host"));
     assert!(set(&mut s, "export", "ALL").unwrap().is_none());
-    assert!(set(&mut s, "export", "NONE")
+    assert!(set(&mut s, "export", "A,,B")
         .unwrap_err()
-        .contains("only ALL"));
+        .contains("an empty name"));
     assert!(set(&mut s, "dtype", "fp7").unwrap_err().contains("fp7"));
     assert!(set(&mut s, "partition", "gpu")
         .unwrap()

@@ -46,11 +46,6 @@ pub(super) const ACCEPTED: &[Accepted] = &[
         "Flex takes a GPU model the host has (a100) as a gres type; this Slurm node's types are its MIG profiles, as AutoDetect=nvml names them, so sbatch refuses the job",
     ),
     a(
-        "opt-export-var.sh",
-        "outcome",
-        "Flex takes --export=ALL only, and refuses other values naming the line",
-    ),
-    a(
         "opt-timeout.sh",
         "exit",
         "A job killed at its time limit: flexacct's ExitCode is 0:15 (the SIGTERM that ended the script), sacct's job line 0:0 (only its batch step says 0:15)",
