@@ -67,6 +67,33 @@ complete -c flexsub -l acctg-freq -d 'Accepted and ignored: flexacct keeps each 
 complete -c flexsub -s L -l licenses -d 'Accepted and ignored: Flex has no licenses' -r
 complete -c flexsub -l reservation -d 'Accepted and ignored: Flex has no reservations' -r
 complete -c flexsub -l wckey -d 'Accepted and ignored: Flex keeps no workload keys' -r
+complete -c flexsub -l cluster-constraint -d 'Accepted and ignored: a Flex host is one cluster' -r
+complete -c flexsub -l contiguous -d 'Accepted and ignored: a Flex job runs on one host' -r
+complete -c flexsub -s S -l core-spec -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
+complete -c flexsub -l thread-spec -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
+complete -c flexsub -s B -l extra-node-info -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
+complete -c flexsub -s O -l overcommit -d 'Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf\'s NUMA node' -r
+complete -c flexsub -l switches -d 'Accepted and ignored: a Flex job runs on one host' -r
+complete -c flexsub -l use-min-nodes -d 'Accepted and ignored: a Flex job runs on one host' -r
+complete -c flexsub -s r -l relative -d 'Accepted and ignored: a Flex job runs on one host' -r
+complete -c flexsub -l network -d 'Accepted and ignored: Flex sets up no interconnect; ranks meet on the host' -r
+complete -c flexsub -l delay-boot -d 'Accepted and ignored: Flex boots and powers no nodes' -r
+complete -c flexsub -l reboot -d 'Accepted and ignored: Flex boots and powers no nodes' -r
+complete -c flexsub -l power -d 'Accepted and ignored: Flex boots and powers no nodes' -r
+complete -c flexsub -l mcs-label -d 'Accepted and ignored: Flex has no MCS labels; jobs are their users\' own' -r
+complete -c flexsub -l ignore-pbs -d 'Accepted and ignored: Flex reads #FLEX and #SBATCH lines only' -r
+complete -c flexsub -l time-min -d 'Accepted and ignored: the time limit is what backfill plans with' -r
+complete -c flexsub -l priority -d 'Accepted and ignored: flexd computes priorities (root lowers one with --nice or flexcontrol update)' -r
+complete -c flexsub -l propagate -d 'Accepted and ignored: a job\'s limits are its cgroup\'s, not the submitting shell\'s rlimits' -r
+complete -c flexsub -s v -l verbose -d 'Accepted and ignored: flexsub prints the job id, warnings and notes' -r
+complete -c flexsub -l bb -d 'Refused: Flex has no burst buffers; stage data in the script' -r
+complete -c flexsub -l bbf -d 'Refused: Flex has no burst buffers; stage data in the script' -r
+complete -c flexsub -l deadline -d 'Refused: Flex does not cancel jobs that cannot end by a deadline; give a --time and --begin instead' -r
+complete -c flexsub -l export-file -d 'Refused: the job gets the submitting environment; set variables with --export=ALL,VAR=VALUE' -r
+complete -c flexsub -l gpus-per-socket -d 'Refused: Flex places leaves by NUMA node, not socket; ask --gpus (or --gres=gpu:N)' -r
+complete -c flexsub -s i -l input -d 'Refused: a batch script\'s standard input is /dev/null; redirect within the script' -r
+complete -c flexsub -s F -l nodefile -d 'Refused: a Flex job runs on this host; -w names it' -r
+complete -c flexsub -l container -d 'Refused: Flex runs no pyxis/enroot containers; start the container from the script (enroot start, apptainer exec, docker run)' -r
 complete -c flexsub -l container-image -d 'Refused: Flex runs no pyxis/enroot containers; start the container from the script (enroot start, apptainer exec, docker run)' -r
 complete -c flexsub -l container-mounts -d 'Refused: Flex runs no pyxis/enroot containers; start the container from the script (enroot start, apptainer exec, docker run)' -r
 complete -c flexsub -l container-workdir -d 'Refused: Flex runs no pyxis/enroot containers; start the container from the script (enroot start, apptainer exec, docker run)' -r
@@ -76,6 +103,7 @@ complete -c flexsub -l gid -d 'Refused: a job runs with the submitting user\'s g
 complete -c flexsub -l get-user-env -d 'Accepted and ignored: the job gets the submitting environment (as --export gives it), not a login shell\'s' -r
 complete -c flexsub -s M -l clusters -d 'Clusters to submit to: this host\'s (flex) or all; Flex is one host' -r
 complete -c flexsub -l wrap -d 'Run CMD with /bin/sh instead of a script' -r
+complete -c flexsub -l usage -d 'Print help (sbatch\'s --usage)'
 complete -c flexsub -l train -d '--model is trained (gradients, optimizer state)'
 complete -c flexsub -l infer -d '--model only runs inference (KV cache)'
 complete -c flexsub -s H -l hold -d 'Submit held (JobHeldUser) until `flexcontrol release`'

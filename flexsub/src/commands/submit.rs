@@ -22,7 +22,13 @@ pub fn command() -> Command {
              lines at the top of the script; the command line overrides them.",
         )
         .version(env!("CARGO_PKG_VERSION"))
-        .args_override_self(true);
+        .args_override_self(true)
+        .arg(
+            Arg::new("usage")
+                .long("usage")
+                .action(ArgAction::Help)
+                .help("Print help (sbatch's --usage)"),
+        );
     for o in options::all() {
         cmd = cmd.arg(job_arg(o));
     }

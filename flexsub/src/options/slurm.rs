@@ -30,6 +30,7 @@ const HOST_MEMORY: &str =
     "Accepted and ignored: Flex reserves host memory per host, not per NUMA node";
 const CORES: &str =
     "Accepted and ignored: cores come from -c or --cpus-per-gpu, on each leaf's NUMA node";
+const ONE_HOST: &str = "Accepted and ignored: a Flex job runs on one host";
 const CONTAINER: &str = "Refused: Flex runs no pyxis/enroot containers; start the container \
                          from the script (enroot start, apptainer exec, docker run)";
 
@@ -270,6 +271,123 @@ pub const SLURM_OPTIONS: &[OptSpec] = &[
         Some("KEY"),
         "Accepted and ignored: Flex keeps no workload keys",
     ),
+    ignored(
+        "cluster-constraint",
+        None,
+        Some("FEATURES"),
+        "Accepted and ignored: a Flex host is one cluster",
+    ),
+    ignored("contiguous", None, None, ONE_HOST),
+    ignored("core-spec", Some('S'), Some("N"), CORES),
+    ignored("thread-spec", None, Some("N"), CORES),
+    ignored("extra-node-info", Some('B'), Some("S[:C[:T]]"), CORES),
+    ignored("overcommit", Some('O'), None, CORES),
+    ignored("switches", None, Some("COUNT[@TIME]"), ONE_HOST),
+    ignored("use-min-nodes", None, None, ONE_HOST),
+    ignored("relative", Some('r'), Some("N"), ONE_HOST),
+    ignored(
+        "network",
+        None,
+        Some("TYPE"),
+        "Accepted and ignored: Flex sets up no interconnect; ranks meet on the host",
+    ),
+    ignored(
+        "delay-boot",
+        None,
+        Some("MINUTES"),
+        "Accepted and ignored: Flex boots and powers no nodes",
+    ),
+    ignored(
+        "reboot",
+        None,
+        None,
+        "Accepted and ignored: Flex boots and powers no nodes",
+    ),
+    ignored(
+        "power",
+        None,
+        Some("FLAGS"),
+        "Accepted and ignored: Flex boots and powers no nodes",
+    ),
+    ignored(
+        "mcs-label",
+        None,
+        Some("LABEL"),
+        "Accepted and ignored: Flex has no MCS labels; jobs are their users' own",
+    ),
+    ignored(
+        "ignore-pbs",
+        None,
+        None,
+        "Accepted and ignored: Flex reads #FLEX and #SBATCH lines only",
+    ),
+    ignored(
+        "time-min",
+        None,
+        Some("TIME"),
+        "Accepted and ignored: the time limit is what backfill plans with",
+    ),
+    ignored(
+        "priority",
+        None,
+        Some("VALUE"),
+        "Accepted and ignored: flexd computes priorities (root lowers one with --nice or flexcontrol update)",
+    ),
+    ignored(
+        "propagate",
+        None,
+        Some("LIMITS"),
+        "Accepted and ignored: a job's limits are its cgroup's, not the submitting shell's rlimits",
+    ),
+    ignored(
+        "verbose",
+        Some('v'),
+        None,
+        "Accepted and ignored: flexsub prints the job id, warnings and notes",
+    ),
+    refused(
+        "bb",
+        None,
+        Some("SPEC"),
+        "Refused: Flex has no burst buffers; stage data in the script",
+    ),
+    refused(
+        "bbf",
+        None,
+        Some("FILE"),
+        "Refused: Flex has no burst buffers; stage data in the script",
+    ),
+    refused(
+        "deadline",
+        None,
+        Some("TIME"),
+        "Refused: Flex does not cancel jobs that cannot end by a deadline; give a --time and --begin instead",
+    ),
+    refused(
+        "export-file",
+        None,
+        Some("FILE"),
+        "Refused: the job gets the submitting environment; set variables with --export=ALL,VAR=VALUE",
+    ),
+    refused(
+        "gpus-per-socket",
+        None,
+        Some("N"),
+        "Refused: Flex places leaves by NUMA node, not socket; ask --gpus (or --gres=gpu:N)",
+    ),
+    refused(
+        "input",
+        Some('i'),
+        Some("FILE"),
+        "Refused: a batch script's standard input is /dev/null; redirect within the script",
+    ),
+    refused(
+        "nodefile",
+        Some('F'),
+        Some("FILE"),
+        "Refused: a Flex job runs on this host; -w names it",
+    ),
+    refused("container", None, Some("PATH"), CONTAINER),
     refused("container-image", None, Some("IMAGE"), CONTAINER),
     refused("container-mounts", None, Some("MOUNTS"), CONTAINER),
     refused("container-workdir", None, Some("DIR"), CONTAINER),
