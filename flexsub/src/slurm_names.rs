@@ -124,8 +124,8 @@ struct Scancel {
 }
 
 /// scancel: flexcancel's request for the jobs named, or those its filters select. A job that
-/// has already ended is passed over silently, as Slurm does; one flexd does not know is an
-/// error (exit 1).
+/// has already ended, or that flexd does not know, is passed over silently, as Slurm 22.05
+/// does.
 fn scancel(args: Vec<OsString>) -> Result<i32, Error> {
     let a: Scancel = slurm_parse("scancel", args);
     check_cluster(a.clusters.as_deref())?;
@@ -192,10 +192,9 @@ fn scancel(args: Vec<OsString>) -> Result<i32, Error> {
             .iter()
             .filter(|v| v.id == r.job || v.array.is_some_and(|t| t.job == r.job))
             .collect();
-        if known.is_empty() {
-            eprintln!("scancel: error: Kill job error on job id {r}: Invalid job id specified");
-            code = 1;
-        } else if known.iter().any(|v| selected(v)) {
+        // A job flexd does not know (long gone) is passed over silently, as Slurm 22.05's
+        // scancel does.
+        if known.iter().any(|v| selected(v)) {
             to_cancel.push(r.clone());
         }
     }
@@ -260,6 +259,9 @@ struct Sinfo {
     /// Summarize (accepted).
     #[arg(short = 's', long = "summarize")]
     summarize: bool,
+    /// All partitions (there is one).
+    #[arg(short = 'a', long = "all")]
+    all: bool,
     /// Print help.
     #[arg(long, action = clap::ArgAction::Help)]
     help: Option<bool>,
@@ -273,6 +275,10 @@ struct HostInfo {
     leaves: usize,
     busy_leaves: usize,
     running_jobs: usize,
+    /// Cores the running jobs hold.
+    alloc_cpus: usize,
+    /// `--constraint`'s words for the host (sinfo's features).
+    features: String,
     max_time_s: u64,
 }
 
@@ -316,6 +322,14 @@ fn sinfo(args: Vec<OsString>) -> Result<i32, Error> {
                 .iter()
                 .filter(|j| j.alloc.as_ref().is_some_and(|x| x.host == h.host))
                 .count(),
+            alloc_cpus: running
+                .iter()
+                .filter_map(|j| j.alloc.as_ref().filter(|x| x.host == h.host))
+                .map(|x| x.cores.len())
+                .sum(),
+            features: setting(&format!("features {}", h.host))
+                .filter(|f| !f.is_empty())
+                .unwrap_or_else(|| "(null)".into()),
             name: h.host,
             max_time_s,
         });
@@ -330,7 +344,7 @@ fn sinfo(args: Vec<OsString>) -> Result<i32, Error> {
         (None, true) => "%N %.6D %P %.6t".into(),
         (None, false) => "%9P %.5a %.10l %.6D %.6t %N".into(),
     };
-    let _ = (a.summarize, a.help);
+    let _ = (a.summarize, a.help, a.all);
     let mut out = String::new();
     if !a.noheader {
         out.push_str(&sinfo_line(&fmt, None)?);
@@ -382,7 +396,19 @@ fn sinfo_line(fmt: &str, h: Option<&HostInfo>) -> Result<String, Error> {
             'D' => ("NODES", "1".into()),
             't' => ("STATE", h.map_or_else(String::new, |h| state(h, true))),
             'T' => ("STATE", h.map_or_else(String::new, |h| state(h, false))),
-            'N' | 'n' => ("NODELIST", h.map_or_else(String::new, |h| h.name.clone())),
+            'N' => ("NODELIST", h.map_or_else(String::new, |h| h.name.clone())),
+            'n' => ("HOSTNAMES", h.map_or_else(String::new, |h| h.name.clone())),
+            'f' => (
+                "AVAIL_FEATURES",
+                h.map_or_else(String::new, |h| h.features.clone()),
+            ),
+            'F' => (
+                "NODES(A/I/O/T)",
+                h.map_or_else(String::new, |h| {
+                    let busy = usize::from(h.running_jobs > 0);
+                    format!("{busy}/{}/0/1", 1 - busy)
+                }),
+            ),
             'c' => ("CPUS", h.map_or_else(String::new, |h| h.cpus.to_string())),
             'm' => ("MEMORY", h.map_or_else(String::new, |h| h.mem_mb.to_string())),
             'G' => (
@@ -391,11 +417,14 @@ fn sinfo_line(fmt: &str, h: Option<&HostInfo>) -> Result<String, Error> {
             ),
             'C' => (
                 "CPUS(A/I/O/T)",
-                h.map_or_else(String::new, |h| format!("0/{}/0/{}", h.cpus, h.cpus)),
+                h.map_or_else(String::new, |h| {
+                    let a = h.alloc_cpus.min(h.cpus);
+                    format!("{a}/{}/0/{}", h.cpus - a, h.cpus)
+                }),
             ),
             other => {
                 return Err(Error::Input(format!(
-                    "invalid sinfo format field %{other}: Flex knows %P %R %a %l %D %t %T %N %c %m %G %C"
+                    "invalid sinfo format field %{other}: Flex knows %P %R %a %l %D %t %T %N %n %F %f %c %m %G %C"
                 )))
             }
         };
@@ -565,6 +594,8 @@ mod tests {
             leaves: 14,
             busy_leaves: 3,
             running_jobs: 1,
+            alloc_cpus: 3,
+            features: "a100,mig".into(),
             max_time_s: 365 * 86400,
         }
     }

@@ -7,6 +7,7 @@ complete -c flexacct -s j -l jobs -d 'Only these jobs (comma-separated ids)' -r
 complete -c flexacct -s o -l format -d 'Fields to show, comma-separated, each optionally with `%WIDTH` (`%-WIDTH` aligns left); see --helpformat' -r
 complete -c flexacct -l delimiter -d 'The separator of --parsable2 (implies it)' -r
 complete -c flexacct -l name -d 'Only jobs with these names (comma-separated)' -r
+complete -c flexacct -l units -d 'sacct\'s `--units`: accepted; sizes are shown as flexacct shows them' -r
 complete -c flexacct -s M -l clusters -d 'Only these clusters (sacct\'s -M): this host\'s cluster, `flex`, or `all`' -r
 complete -c flexacct -s e -l helpformat -d 'Print the field names --format takes, and exit'
 complete -c flexacct -s P -l parsable2 -d 'Separate fields with `|` (or --delimiter), no padding, no trailing delimiter'

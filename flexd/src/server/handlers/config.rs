@@ -14,6 +14,10 @@ pub(crate) fn config(s: &Settings, st: &State, enforced: &[(String, String)]) ->
     for (id, h) in st.cluster.hosts() {
         let (mem, _) = st.cluster.memory(id);
         out.push((format!("host {}", h.hostname), host_line(h, mem)));
+        out.push((
+            format!("features {}", h.hostname),
+            super::submit::host_features(h).join(","),
+        ));
     }
     out.extend(enforced.iter().cloned());
     Response::Config(out)

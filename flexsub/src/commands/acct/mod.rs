@@ -77,6 +77,9 @@ pub struct Args {
     /// Only jobs with these names (comma-separated).
     #[arg(long = "name", value_delimiter = ',', value_name = "NAMES")]
     pub names: Vec<String>,
+    /// sacct's `--units`: accepted; sizes are shown as flexacct shows them.
+    #[arg(long = "units", value_name = "UNIT", hide = true)]
+    pub units: Option<String>,
     /// Only these clusters (sacct's -M): this host's cluster, `flex`, or `all`.
     #[arg(
         short = 'M',

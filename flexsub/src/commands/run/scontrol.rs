@@ -56,7 +56,14 @@ pub fn scontrol(words: &[OsString], out: &mut impl Write) -> Result<i32, Error> 
             args.extend(w[1..].iter().map(|s| s.to_string()));
             let a = control::Args::try_parse_from(&args)
                 .map_err(|e| Error::Input(format!("scontrol: {}", e.to_string().trim())))?;
-            control::run(&a, out)
+            let code = control::run(&a, out)?;
+            if w[1..]
+                .first()
+                .is_some_and(|e| e.eq_ignore_ascii_case("config"))
+            {
+                min_job_age(out)?;
+            }
+            Ok(code)
         }
         _ => Err(Error::Input(format!(
             "scontrol {}: in a Flex job scontrol knows show hostname[s], show job, requeue, \
@@ -64,6 +71,23 @@ pub fn scontrol(words: &[OsString], out: &mut impl Write) -> Result<i32, Error> 
             w.join(" ")
         ))),
     }
+}
+
+/// Slurm's `MinJobAge` line, from flexd's `keep_finished` (how long a finished job stays in
+/// the queue's view): Snakemake reads it to choose between squeue and sacct.
+fn min_job_age(out: &mut impl Write) -> Result<(), Error> {
+    let config =
+        match crate::client::Client::connect("scontrol")?.call(&flex_proto::Request::Config)? {
+            flex_proto::Response::Config(c) => c,
+            other => return Err(crate::client::into_error(other)),
+        };
+    if let Some((_, v)) = config.iter().find(|(k, _)| k == "keep_finished") {
+        if let Ok(d) = humantime::parse_duration(v) {
+            writeln!(out, "MinJobAge               = {} sec", d.as_secs())
+                .map_err(Error::output)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
