@@ -399,8 +399,8 @@ mod tests {
                  --container-image is refused: Flex runs no pyxis/enroot containers",
             ),
             (
-                "#!/bin/sh\n#SBATCH --get-user-env=60L\n",
-                "job.sh:2: #SBATCH --get-user-env=60L: --get-user-env is refused",
+                "#!/bin/sh\n#SBATCH --uid=0\n",
+                "job.sh:2: #SBATCH --uid=0: --uid is refused",
             ),
             (
                 "#!/bin/sh\n#SBATCH -w elsewhere-node07\n",

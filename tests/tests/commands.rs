@@ -336,8 +336,8 @@ fn malformed_scripts_are_rejected_with_line_numbers_and_nothing_is_queued() {
         ),
         (
             "u.sh",
-            "#!/bin/sh\n#SBATCH --switches=1\n",
-            "u.sh:2: #SBATCH --switches=1: unknown option \"--switches\"",
+            "#!/bin/sh\n#SBATCH --frobnicate=1\n",
+            "u.sh:2: #SBATCH --frobnicate=1: unknown option \"--frobnicate\"",
         ),
         (
             "m.sh",

@@ -141,7 +141,8 @@ fn single_gpu_ddp_and_torchrun_scripts_run_unchanged() {
     let log = std::fs::read_to_string(dir.join(format!("finetune-bert-{job}.out"))).unwrap();
     assert!(log.starts_with(&format!("Job {job} on ")), "{log}");
 
-    // srun: one rank per leaf, each with its own, Slurm's task variables and the world size.
+    // srun: the job's four tasks, each seeing all four leaves (as in Slurm, without
+    // --gpus-per-task), Slurm's task variables and the world size.
     // Its output goes to logs/, which must exist when the job starts, as with sbatch.
     std::fs::create_dir_all(dir.join("logs")).unwrap();
     let (job, _) = submit(&d, &dir, "ddp_srun.sh", &corpus("ddp_srun.sh"), &[]);
@@ -156,9 +157,9 @@ fn single_gpu_ddp_and_torchrun_scripts_run_unchanged() {
     let r = ranks(&dir, job);
     let leaves = uuids(&v);
     assert_eq!(r.len(), 4, "{r:?}");
-    for (i, leaf) in leaves.iter().enumerate() {
+    for i in 0..leaves.len() {
         let py = &r[&format!("none-{i}")];
-        assert_eq!(py["CUDA_VISIBLE_DEVICES"], *leaf);
+        assert_eq!(py["CUDA_VISIBLE_DEVICES"], leaves.join(","));
         assert_eq!(
             (py["SLURM_PROCID"].as_str(), py["WORLD_SIZE"].as_str()),
             (&*i.to_string(), "4")

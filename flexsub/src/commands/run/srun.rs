@@ -366,8 +366,10 @@ mod tests {
         let a = parse("--ntasks=4 --kill-on-bad-exit=1 --cpu-bind=cores -u -- bash -c x").unwrap();
         assert_eq!(a.ntasks, Some(4));
         assert_eq!(cmd(&a), ["bash", "-c", "x"]);
+        // Tasks per node counts only where neither -n nor the job's own -n does (flexrun's
+        // srun personality decides).
         let a = parse("-N1 --ntasks-per-node 3 --export=ALL hostname").unwrap();
-        assert_eq!(a.ntasks, Some(3));
+        assert_eq!((a.ntasks, a.tasks.unwrap().per_node), (None, Some(3)));
         let a = parse("-n4 -K --unbuffered echo hi").unwrap();
         assert_eq!(
             (a.ntasks, cmd(&a)),
