@@ -227,14 +227,7 @@ fn scancel(args: Vec<OsString>) -> Result<i32, Error> {
 
 /// `-M`: this host's cluster, or all of them.
 fn check_cluster(c: Option<&str>) -> Result<(), Error> {
-    match c {
-        None | Some("all") => Ok(()),
-        Some(c) if c.split(',').all(|c| c == gres_plugin::env::CLUSTER) => Ok(()),
-        Some(c) => Err(Error::Input(format!(
-            "invalid cluster {c:?}: this host is cluster {}",
-            gres_plugin::env::CLUSTER
-        ))),
-    }
+    crate::options::check_clusters(c.unwrap_or_default()).map_err(Error::Input)
 }
 
 /// sinfo's options.

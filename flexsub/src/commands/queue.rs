@@ -171,14 +171,7 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
             )));
         }
     }
-    for c in &a.clusters {
-        if !c.is_empty() && c != "all" && c != gres_plugin::env::CLUSTER {
-            return Err(Error::Input(format!(
-                "invalid cluster {c:?}: this host is cluster {}",
-                gres_plugin::env::CLUSTER
-            )));
-        }
-    }
+    crate::options::check_clusters(&a.clusters.join(",")).map_err(Error::Input)?;
     let f = filter(a)?;
     let format = match (&a.format, &a.format_long) {
         (Some(o), _) => Some(Format::short(o)),

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 mod slurm;
 mod table;
-pub use slurm::{expand_hostlist, SLURM_OPTIONS};
+pub use slurm::{check_clusters, expand_hostlist, SLURM_OPTIONS};
 pub use table::{all, by_long, by_short, Key, OptSpec, OPTIONS};
 
 /// What the options asked for so far.

@@ -429,17 +429,7 @@ pub(super) fn apply(s: &mut Settings, spec: &OptSpec, v: &str) -> Result<Option<
             ))
         }
         Key::Export => s.export = Some(super::Export::parse(v)?),
-        Key::Clusters => {
-            for c in v.split(',').map(str::trim) {
-                if c != "all" && c != gres_plugin::env::CLUSTER {
-                    return Err(format!(
-                        "invalid cluster {c:?}: this host is cluster {} (or give all); \
-                         submit to other clusters on their own hosts",
-                        gres_plugin::env::CLUSTER
-                    ));
-                }
-            }
-        }
+        Key::Clusters => check_clusters(v)?,
         Key::Ntasks => s.ntasks = Some(count("task count")?),
         Key::NtasksPerNode => s.ntasks_per_node = Some(count("task count")?),
         Key::GpusPerNode => {
@@ -514,6 +504,23 @@ pub(super) fn apply(s: &mut Settings, spec: &OptSpec, v: &str) -> Result<Option<
         _ => {}
     }
     Ok(None)
+}
+
+/// Slurm's `-M/--clusters` list, for every command that takes it: each name this host's cluster
+/// or `all`.
+pub fn check_clusters(list: &str) -> Result<(), String> {
+    match list
+        .split(',')
+        .map(str::trim)
+        .find(|c| !c.is_empty() && *c != "all" && *c != gres_plugin::env::CLUSTER)
+    {
+        Some(c) => Err(format!(
+            "invalid cluster {c:?}: this host is cluster {} (or give all); other clusters are \
+             reached on their own hosts",
+            gres_plugin::env::CLUSTER
+        )),
+        None => Ok(()),
+    }
 }
 
 /// sbatch's `--begin`: the forms flexacct's times take ([`crate::when::parse`]); a bare time

@@ -244,16 +244,7 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
         }
         return Ok(exit::OK);
     }
-    if let Some(c) = a
-        .clusters
-        .iter()
-        .find(|c| !c.is_empty() && *c != "all" && *c != gres_plugin::env::CLUSTER)
-    {
-        return Err(Error::Input(format!(
-            "invalid cluster {c:?}: this host is cluster {}",
-            gres_plugin::env::CLUSTER
-        )));
-    }
+    crate::options::check_clusters(&a.clusters.join(",")).map_err(Error::Input)?;
     let cols = parse_format(a.format.as_deref().unwrap_or(DEFAULT_FORMAT))?;
     let now = when::local_now();
     // With jobs named and no period, show them whenever they ran (as sacct does).
