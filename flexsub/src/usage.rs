@@ -208,6 +208,7 @@ pub(crate) mod tests {
             max_rss: None,
             cpu_usec: None,
             gpu_usage: None,
+            comment: None,
         }
     }
 

@@ -13,7 +13,7 @@ pub const PAGE: usize = 2000;
 
 const COLUMNS: &str = "id, name, user, uid, gid, account, state, submit_time, eligible_time,
     start_time, end_time, exit_code, signal, reason, request, host, allocation, array_job,
-    array_task, restarts, max_rss, cpu_usec, gpu_usage";
+    array_task, restarts, max_rss, cpu_usec, gpu_usage, json_extract(options, '$.comment')";
 
 /// One page of the jobs whose [eligible, end (or `now`)] overlaps [`q.start`, `q.end`], that
 /// come after `q.after` and match the query's lists, by id: at most `limit` of them, and
@@ -177,6 +177,7 @@ fn record(r: &rusqlite::Row) -> Result<AcctRecord, StoreError> {
             Some(text) => Some(json(id, "gpu_usage", &text)?),
             None => None,
         },
+        comment: r.get(23)?,
     })
 }
 

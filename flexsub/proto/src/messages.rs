@@ -298,6 +298,9 @@ pub struct AcctRecord {
     /// What its leaves' GPU telemetry said while it ran, when flexd sampled any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_usage: Option<GpuUsage>,
+    /// `--comment` (sacct's Comment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 /// A job's GPU use as flexd sampled it (per leaf, summed over the job's leaves at each

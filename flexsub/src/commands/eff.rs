@@ -416,6 +416,7 @@ mod tests {
             max_rss: Some(3 * GIB / 2),
             cpu_usec: Some(360_000_000),
             gpu_usage: gpu,
+            comment: None,
         }
     }
 

@@ -253,6 +253,7 @@ pub fn samples() -> Vec<Msg> {
         max_rss: None,
         cpu_usec: None,
         gpu_usage: None,
+        comment: None,
     };
     let filter = QueueFilter {
         users: vec!["ann".into()],

@@ -42,10 +42,4 @@ pub(super) const ACCEPTED: &[Accepted] = &[
         "Flex's node is its simulated host, a100-testbed, where the private Slurm's node has this machine's name",
     ),
     a("scontrol show part*", "*", PARTITIONS),
-    a(
-        "sacct --name=run *Comment*",
-        "exit",
-        "Flex's sacct has no Comment field, so Snakemake's efficiency report (off unless asked) fails",
-    ),
-    a("sacct -P --delimiter *", "exit", "Flex's sacct lacks --units"),
 ];

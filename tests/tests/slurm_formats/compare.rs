@@ -200,7 +200,18 @@ pub(crate) fn differences(
             if flex.code != 0 {
                 diff("exit".into(), "0".into(), exit(flex));
             }
+            // A form whose fields hold no state (Snakemake's efficiency report) has none to
+            // compare.
+            let is_state = |w: &str| {
+                let w = w.trim_end_matches('+');
+                w.len() > 3
+                    && w.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+                    && flex_proto::JobState::parse(w).is_some()
+            };
             for line in flex.stdout.lines() {
+                if !line.split(['|', '\u{1f}', ' ']).any(is_state) {
+                    continue;
+                }
                 let id = line
                     .split(['|', '\u{1f}', ' '])
                     .find(|w| !w.is_empty())

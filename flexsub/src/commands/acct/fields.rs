@@ -151,7 +151,20 @@ pub static FIELDS: &[Field] = &[
         |r, _| r.id.to_string()
     ),
     field!("JobName", 10, "job name", |r, _| r.name.clone()),
+    field!("Comment", 10, "the job's --comment", |r, _| r
+        .comment
+        .clone()
+        .unwrap_or_default()),
     field!("User", 9, "user name", |r, _| r.user.clone()),
+    field!("Group", 9, "group name of the submission", |r, _| {
+        nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(r.gid))
+            .ok()
+            .flatten()
+            .map_or_else(|| r.gid.to_string(), |g| g.name)
+    }),
+    field!("Partition", 10, "partition (a Flex host's one)", |_, _| {
+        gres_plugin::env::PARTITION.to_string()
+    }),
     field!("UID", 6, "user id", |r, _| r.uid.to_string()),
     field!("GID", 6, "group id of the submission", |r, _| r
         .gid
@@ -245,6 +258,16 @@ pub static FIELDS: &[Field] = &[
         |r, _| { decimal(usage::leaves(r), 3) }
     ),
     field!("NCPUS", 6, "cores held", |r, _| r.cores.len().to_string()),
+    field!("AllocCPUS", 9, "cores held (as NCPUS)", |r, _| r
+        .cores
+        .len()
+        .to_string()),
+    field!("ReqCPUS", 7, "cores asked for (tasks x -c; at least 1)", |r, _| r
+        .request
+        .cpus
+        .max(1)
+        .to_string()),
+    field!("NNodes", 8, "hosts (1)", |_, _| "1".to_string()),
     field!(
         "MaxRSS",
         10,
