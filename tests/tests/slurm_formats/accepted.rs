@@ -35,7 +35,7 @@ pub(super) const ACCEPTED: &[Accepted] = &[
         "stdout",
         "The private Slurm has a second partition, gpu (the side-by-side scripts name it); Flex has one, flex*, and Snakemake reads only the starred default",
     ),
-    a("sinfo -ahNO *", "*", "Flex's sinfo lacks -a and -O"),
+    a("sinfo -ahNO *", "*", "Flex's sinfo lacks -O (its long format)"),
     a(
         "sinfo -ho *",
         "*",
