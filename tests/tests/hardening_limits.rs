@@ -376,3 +376,25 @@ fn a_users_queued_scripts_are_held_to_a_byte_quota() {
     d.wait_finished(jobs[2]);
     c.submit(held(3)).unwrap();
 }
+
+#[test]
+fn a_rename_is_held_to_the_name_limit_of_a_submission() {
+    let d = Daemon::start(A100);
+    let dir = d.scratch("rename");
+    let job = flex_tests::cli::submit(&d, &dir, "held.sh", "#!/bin/sh\ntrue\n", &["--hold"]);
+    let update = |name: &str| {
+        flex_tests::cli::cmd(&d, "flexcontrol")
+            .args(["update", &job.to_string(), &format!("JobName={name}")])
+            .output()
+            .unwrap()
+    };
+    // A submission's -J is held to max_name_bytes (256 as shipped): so is a rename.
+    let o = update(&"x".repeat(100_000));
+    assert!(!o.status.success(), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("100000 bytes, more than max_name_bytes = 256"), "{err}");
+    assert_eq!(d.job(job).unwrap().name, "held.sh");
+    let o = update("renamed");
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(d.job(job).unwrap().name, "renamed");
+}

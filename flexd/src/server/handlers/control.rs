@@ -113,6 +113,14 @@ fn changes(s: &Settings, peer: &Peer, pairs: &[(String, String)]) -> Result<Vec<
                 .map_err(|_| format!("{what}={v} is not a whole number"))
         };
         let change = match k.to_ascii_lowercase().as_str() {
+            // Held to what a submission's -J is held to.
+            "jobname" | "name" if v.len() > s.limits.max_name_bytes as usize => {
+                return Err(format!(
+                    "JobName is {} bytes, more than max_name_bytes = {}",
+                    v.len(),
+                    s.limits.max_name_bytes
+                ));
+            }
             "jobname" | "name" if !v.is_empty() => Change::Name(v.clone()),
             "timelimit" => {
                 let t = int("TimeLimit")?;
