@@ -7,6 +7,7 @@
 use flex_proto::{self as proto, Hello, JobState, Response, PROTOCOL_VERSION};
 use flex_tests::{run_file, script_job, wait_for, Daemon, Killed};
 use gres_plugin::JobId;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::Stdio;
@@ -392,9 +393,68 @@ fn a_rename_is_held_to_the_name_limit_of_a_submission() {
     let o = update(&"x".repeat(100_000));
     assert!(!o.status.success(), "{o:?}");
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("100000 bytes, more than max_name_bytes = 256"), "{err}");
+    assert!(
+        err.contains("100000 bytes, more than max_name_bytes = 256"),
+        "{err}"
+    );
     assert_eq!(d.job(job).unwrap().name, "held.sh");
     let o = update("renamed");
     assert!(o.status.success(), "{o:?}");
     assert_eq!(d.job(job).unwrap().name, "renamed");
+}
+
+#[test]
+fn an_output_fifo_ends_the_job_with_a_reason_and_dev_null_is_still_an_output() {
+    let d = Daemon::start(A100);
+    let dir = d.scratch("fifo");
+    nix::unistd::mkfifo(
+        &dir.join("out.fifo"),
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+    )
+    .unwrap();
+    let job = flex_tests::cli::submit(
+        &d,
+        &dir,
+        "f.sh",
+        "#!/bin/sh\necho hi\n",
+        &["-o", "out.fifo"],
+    );
+    // It ends at once, not held by the FIFO past its time limit.
+    let v = d.wait_finished(job);
+    assert_eq!(v.state, JobState::Failed, "{v:?}");
+    let why = v.reason.unwrap_or_default();
+    assert!(why.contains("output file out.fifo"), "{why}");
+    assert!(d.job(job).unwrap().alloc.is_some());
+    // A FIFO with a reader is refused as well: it is not a file.
+    let fifo = dir.join("read.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+    // Held open for reading (a non-blocking open returns at once) while the job starts.
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    let job = flex_tests::cli::submit(
+        &d,
+        &dir,
+        "r.sh",
+        "#!/bin/sh\necho hi\n",
+        &["-o", "read.fifo"],
+    );
+    let v = d.wait_finished(job);
+    drop(reader);
+    assert_eq!(v.state, JobState::Failed, "{v:?}");
+    assert!(v
+        .reason
+        .unwrap_or_default()
+        .contains("is a FIFO, not a file"));
+    // /dev/null, as Slurm scripts write it, stays an output.
+    let job = flex_tests::cli::submit(
+        &d,
+        &dir,
+        "n.sh",
+        "#!/bin/sh\necho hi\n",
+        &["-o", "/dev/null"],
+    );
+    assert_eq!(d.wait_finished(job).state, JobState::Completed);
 }

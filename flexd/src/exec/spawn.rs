@@ -459,7 +459,14 @@ impl ChildSetup {
         } else {
             libc::O_TRUNC
         };
-        let flags = libc::O_WRONLY | libc::O_CREAT | mode | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // Non-blocking, so that a FIFO (with no reader) cannot hold the job and its supervisor
+        // before the job starts; the flag is cleared once the file is known to be a file.
+        let flags = libc::O_WRONLY
+            | libc::O_CREAT
+            | mode
+            | libc::O_NOFOLLOW
+            | libc::O_CLOEXEC
+            | libc::O_NONBLOCK;
         // SAFETY: a valid NUL-terminated path.
         let mut fd = unsafe { libc::open(path.as_ptr(), flags, 0o644 as libc::c_uint) };
         if fd < 0 && Errno::last() == Errno::ENOENT {
@@ -477,6 +484,41 @@ impl ChildSetup {
                 ),
                 Errno::last(),
             ));
+        }
+        // A regular file, or /dev/null (as Slurm scripts' `-o /dev/null` asks); a FIFO, a socket
+        // or another device is refused: it could block or feed something else.
+        // SAFETY: fd is open; st is written by fstat.
+        let kind = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(fd, &mut st) < 0 {
+                None
+            } else {
+                let fmt = st.st_mode & libc::S_IFMT;
+                let null = fmt == libc::S_IFCHR && st.st_rdev == libc::makedev(1, 3);
+                (fmt != libc::S_IFREG && !null).then_some(fmt)
+            }
+        };
+        if let Some(fmt) = kind {
+            // SAFETY: fd is ours.
+            unsafe { libc::close(fd) };
+            let what = match fmt {
+                libc::S_IFIFO => "a FIFO",
+                libc::S_IFSOCK => "a socket",
+                _ => "a device",
+            };
+            return Err(self.fail(
+                format!(
+                    "the output file {} in {} is {what}, not a file",
+                    path.to_string_lossy(),
+                    self.workdir_shown
+                ),
+                Errno::EINVAL,
+            ));
+        }
+        // SAFETY: fcntl on a descriptor this process owns.
+        unsafe {
+            let fl = libc::fcntl(fd, libc::F_GETFL);
+            libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK);
         }
         // SAFETY: fd is open; dup2 onto a standard descriptor, then close the original.
         let r = unsafe { libc::dup2(fd, target) };
