@@ -108,6 +108,9 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
         tracing::warn!("{w}");
     }
     let paths = private_dirs(&settings)?;
+    for dir in [&paths.state_dir, &paths.run_dir] {
+        check_writable(dir)?;
+    }
     let lock = lock_state_dir(&paths)?;
     let fd_limit = raise_nofile();
     check_socket(&paths.socket)?;
@@ -390,6 +393,22 @@ fn lock_state_dir(paths: &Paths) -> Result<nix::fcntl::Flock<std::fs::File>, Dae
     let d = std::fs::File::open(&paths.state_dir).map_err(io("cannot open", &paths.state_dir))?;
     nix::fcntl::Flock::lock(d, nix::fcntl::FlockArg::LockExclusiveNonblock)
         .map_err(|_| DaemonError::StateLocked(paths.state_dir.clone()))
+}
+
+/// Refuse a state directory that cannot be written (a read-only remount, a full quota): flexd
+/// would listen and then refuse every submission. A file is made, written, synced and removed.
+fn check_writable(dir: &Path) -> Result<(), DaemonError> {
+    let probe = dir.join(format!(".flexd-writable.{}", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .and_then(|mut f| {
+            std::io::Write::write_all(&mut f, b"flexd")?;
+            f.sync_all()
+        });
+    let _ = std::fs::remove_file(&probe);
+    written.map_err(io("cannot write in", dir))
 }
 
 /// Make a state directory flexd's alone: it must belong to flexd's uid (else refuse); the

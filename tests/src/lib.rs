@@ -653,3 +653,62 @@ pub mod metrics {
         samples
     }
 }
+
+/// A tmpfs over a directory, for tests of the state directory's file system (a full disk, a
+/// read-only one). Mounting needs root.
+pub mod mount {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    /// A tmpfs mounted over a directory, unmounted on drop.
+    pub struct Mount(pub PathBuf);
+
+    impl Drop for Mount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+
+    impl Mount {
+        /// Remount it read-only (as a disk the kernel remounts after errors).
+        pub fn read_only(&self) -> bool {
+            Command::new("mount")
+                .args(["-o", "remount,ro"])
+                .arg(&self.0)
+                .status()
+                .is_ok_and(|s| s.success())
+        }
+    }
+
+    /// Mount a tmpfs of `size` over `dir` (its contents copied in); None when this host does not
+    /// let the test mount one.
+    pub fn tmpfs_over(dir: &Path, size: &str) -> Option<Mount> {
+        let saved = dir.with_extension("saved");
+        std::fs::rename(dir, &saved).unwrap();
+        std::fs::create_dir(dir).unwrap();
+        let mounted = Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            std::fs::remove_dir(dir).unwrap();
+            std::fs::rename(&saved, dir).unwrap();
+            return None;
+        }
+        let copied = Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", saved.display()))
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(copied.success());
+        Some(Mount(dir.to_path_buf()))
+    }
+}

@@ -6,54 +6,13 @@
 //! CI=true.
 
 use flex_proto::JobState;
+use flex_tests::mount::{tmpfs_over, Mount};
 use flex_tests::{run_file, script_job, wait_for, Daemon};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const A100: &str = "a100-40gb-x2.toml";
-
-/// A tmpfs mounted over a directory, unmounted on drop.
-struct Mount(PathBuf);
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
-/// Mount a tmpfs of `size` over `dir` (its contents copied in); None when this host does not
-/// let the test mount one.
-fn tmpfs_over(dir: &Path, size: &str) -> Option<Mount> {
-    let saved = dir.with_extension("saved");
-    std::fs::rename(dir, &saved).unwrap();
-    std::fs::create_dir(dir).unwrap();
-    let mounted = Command::new("mount")
-        .args([
-            "-t",
-            "tmpfs",
-            "-o",
-            &format!("size={size},mode=0700"),
-            "tmpfs",
-        ])
-        .arg(dir)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !mounted {
-        std::fs::remove_dir(dir).unwrap();
-        std::fs::rename(&saved, dir).unwrap();
-        return None;
-    }
-    let copied = Command::new("cp")
-        .arg("-a")
-        .arg(format!("{}/.", saved.display()))
-        .arg(dir)
-        .status()
-        .unwrap();
-    assert!(copied.success());
-    Some(Mount(dir.to_path_buf()))
-}
 
 /// Fill the file system of `dir` with a file until it has no room left.
 fn fill(dir: &Path) -> PathBuf {

@@ -458,3 +458,27 @@ fn an_output_fifo_ends_the_job_with_a_reason_and_dev_null_is_still_an_output() {
     );
     assert_eq!(d.wait_finished(job).state, JobState::Completed);
 }
+
+#[test]
+fn a_read_only_state_directory_is_refused_at_start_saying_why() {
+    let mut d = Daemon::start(A100);
+    let socket = d.socket();
+    d.stop();
+    let Some(mount) = flex_tests::mount::tmpfs_over(&d.state_dir(), "8m") else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "cannot mount a tmpfs (CI=true: the test must run)"
+        );
+        eprintln!("skipped: cannot mount a tmpfs here (not root?)");
+        return;
+    };
+    assert!(mount.read_only(), "remount read-only");
+    let (code, text) = refused_start(&d, &socket);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains(&format!("cannot write in {}", d.state_dir().display()))
+            && text.contains("Read-only file system"),
+        "{text}"
+    );
+    drop(mount);
+}
