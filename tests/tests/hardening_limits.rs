@@ -482,3 +482,41 @@ fn a_read_only_state_directory_is_refused_at_start_saying_why() {
     );
     drop(mount);
 }
+
+/// Submit `script` from a shell whose soft limits `ulimit` lowered; the job's id.
+fn submit_limited(d: &Daemon, dir: &Path, script: &str) -> JobId {
+    std::fs::write(dir.join("limits.sh"), script).unwrap();
+    let o = std::process::Command::new("sh")
+        .current_dir(dir)
+        .env("FLEX_SOCKET", d.socket())
+        .env("FLEX_CONFIG", d.config_path())
+        .arg("-c")
+        .arg(format!(
+            "ulimit -S -n 200 && ulimit -S -c 0 && exec {} --parsable limits.sh",
+            flex_tests::bin("flexsub").display()
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    JobId(String::from_utf8_lossy(&o.stdout).trim().parse().unwrap())
+}
+
+#[test]
+fn the_submitters_resource_limits_go_with_the_job_as_slurm_propagates_them() {
+    let script = "#!/bin/sh\necho \"$(ulimit -S -n) $(ulimit -S -c)\" > limits.txt\n";
+    let d = Daemon::start(A100);
+    let dir = d.scratch("limits");
+    let job = submit_limited(&d, &dir, script);
+    assert_eq!(d.wait_finished(job).state, JobState::Completed);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("limits.txt")).unwrap(),
+        "200 0\n"
+    );
+    // With propagate_resource_limits = "NONE" the job keeps flexd's own.
+    let d = Daemon::start_with(A100, "propagate_resource_limits = \"NONE\"\n");
+    let dir = d.scratch("limits");
+    let job = submit_limited(&d, &dir, script);
+    assert_eq!(d.wait_finished(job).state, JobState::Completed);
+    let got = std::fs::read_to_string(dir.join("limits.txt")).unwrap();
+    assert!(!got.starts_with("200 "), "{got}");
+}

@@ -60,6 +60,8 @@ pub struct Settings {
     pub job_pids_max: u32,
     /// Where each job's private temporary directory (`TMPDIR`) is made; None: none is.
     pub job_tmpdir: Option<PathBuf>,
+    /// `propagate_resource_limits`: the submitter's limits (by Slurm's names) a job gets.
+    pub propagate_limits: Vec<String>,
     /// `[aliases]`: other clusters' GPU type and feature names (lowercase) and this host's
     /// name for each ("" accepts and ignores it).
     pub aliases: Vec<(String, String)>,
@@ -83,6 +85,25 @@ pub struct Settings {
     pub limits: Limits,
     /// Multifactor priority, fair share and QOS.
     pub priority: crate::fairshare::PriorityConfig,
+}
+
+/// `propagate_resource_limits`: ALL, NONE or a list of Slurm's limit names.
+fn parse_propagate(v: &str) -> Result<Vec<String>, String> {
+    let names = flex_proto::RLIMIT_NAMES;
+    match v.trim().to_ascii_uppercase().as_str() {
+        "ALL" => Ok(names.iter().map(|n| n.to_string()).collect()),
+        "NONE" | "" => Ok(Vec::new()),
+        list => {
+            list.split(',')
+                .map(|n| {
+                    let n = n.trim();
+                    names.contains(&n).then(|| n.to_string()).ok_or_else(|| {
+                        format!("{n:?} is not one of ALL, NONE, {}", names.join(", "))
+                    })
+                })
+                .collect()
+        }
+    }
 }
 
 /// `[aliases]`: names to strings, lowercased.
@@ -253,6 +274,7 @@ impl Settings {
                 .unwrap_or(0),
             job_pids_max: src.int("job_pids_max", 16, 4_194_304)? as u32,
             aliases: aliases(src)?,
+            propagate_limits: src.parsed("propagate_resource_limits", parse_propagate)?,
             job_tmpdir: Some(src.string("job_tmpdir")?)
                 .filter(|s| !s.trim().is_empty())
                 .map(PathBuf::from),
@@ -337,6 +359,7 @@ impl Settings {
             ),
             ("reserved_memory", self.reserved_memory.to_string()),
             ("job_pids_max", self.job_pids_max.to_string()),
+            ("propagate_resource_limits", self.propagate_limits.join(",")),
             (
                 "job_tmpdir",
                 self.job_tmpdir

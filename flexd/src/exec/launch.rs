@@ -38,6 +38,8 @@ pub(crate) struct Launch {
     pub pids_max: u32,
     /// `job_tmpdir`.
     pub job_tmpdir: Option<PathBuf>,
+    /// `propagate_resource_limits`.
+    pub propagate_limits: Vec<String>,
 }
 
 /// Whether a job gets flexrun's `srun`: never in front of a real Slurm's.
@@ -222,6 +224,13 @@ impl Launcher {
             mem_bytes: l.mem_bytes,
             pids_max: l.pids_max,
             tmpdir: l.job_tmpdir.clone(),
+            rlimits: row
+                .options
+                .rlimits
+                .iter()
+                .filter(|(n, _)| l.propagate_limits.contains(n))
+                .cloned()
+                .collect(),
             job_commands: self.job_commands(srun, l.torchrun_in_jobs),
         };
         let pid = self.start_supervisor(forker, &spec)?;

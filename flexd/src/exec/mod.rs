@@ -74,6 +74,9 @@ pub(crate) struct LaunchSpec {
     /// the link).
     #[serde(default)]
     pub job_commands: Vec<(String, PathBuf)>,
+    /// The submitter's soft resource limits the job gets (Slurm's names; None: unlimited).
+    #[serde(default)]
+    pub rlimits: Vec<(String, Option<u64>)>,
 }
 
 fn default_umask() -> u32 {

@@ -257,6 +257,8 @@ struct ChildSetup {
     umask: nix::sys::stat::Mode,
     /// `--open-mode=append`: O_APPEND instead of O_TRUNC.
     append: bool,
+    /// The submitter's soft limits to set (resource, value).
+    rlimits: Vec<(nix::sys::resource::Resource, nix::sys::resource::rlim_t)>,
 }
 
 impl ChildSetup {
@@ -326,6 +328,14 @@ impl ChildSetup {
             v1_procs,
             umask: nix::sys::stat::Mode::from_bits_truncate(spec.umask & 0o777),
             append: spec.append,
+            rlimits: spec
+                .rlimits
+                .iter()
+                .filter_map(|(name, v)| {
+                    let r = resource(name)?;
+                    Some((r, v.unwrap_or(nix::sys::resource::RLIM_INFINITY)))
+                })
+                .collect(),
         };
         Ok((ctx, err_r))
     }
@@ -389,6 +399,13 @@ impl ChildSetup {
             libc::sigemptyset(&mut none);
             libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+        // The submitter's soft limits, never above the hard limit the job starts under (best
+        // effort: a limit that cannot be set leaves the job's as it is).
+        for &(r, soft) in &self.rlimits {
+            if let Ok((_, hard)) = nix::sys::resource::getrlimit(r) {
+                let _ = nix::sys::resource::setrlimit(r, soft.min(hard), hard);
+            }
         }
         if let Some(groups) = &self.groups {
             nix::unistd::setgroups(groups).map_err(|e| self.fail("setgroups".into(), e))?;
@@ -544,4 +561,22 @@ fn make_parents(path: &[u8]) {
             unsafe { libc::mkdir(prefix.as_ptr().cast(), 0o777) };
         }
     }
+}
+
+/// A resource limit by Slurm's name.
+fn resource(name: &str) -> Option<nix::sys::resource::Resource> {
+    use nix::sys::resource::Resource;
+    Some(match name {
+        "AS" => Resource::RLIMIT_AS,
+        "CORE" => Resource::RLIMIT_CORE,
+        "CPU" => Resource::RLIMIT_CPU,
+        "DATA" => Resource::RLIMIT_DATA,
+        "FSIZE" => Resource::RLIMIT_FSIZE,
+        "MEMLOCK" => Resource::RLIMIT_MEMLOCK,
+        "NOFILE" => Resource::RLIMIT_NOFILE,
+        "NPROC" => Resource::RLIMIT_NPROC,
+        "RSS" => Resource::RLIMIT_RSS,
+        "STACK" => Resource::RLIMIT_STACK,
+        _ => return None,
+    })
 }

@@ -143,6 +143,7 @@ mod tests {
             pids_max: 0,
             tmpdir: Some(base.to_path_buf()),
             job_commands: vec![("srun".into(), "/opt/flex/bin/flexrun".into())],
+            rlimits: Vec::new(),
         }
     }
 

@@ -162,6 +162,7 @@ impl State {
             host_mem: row.request.host_mem,
             pids_max: s.job_pids_max,
             job_tmpdir: s.job_tmpdir.clone(),
+            propagate_limits: s.propagate_limits.clone(),
         }
     }
 

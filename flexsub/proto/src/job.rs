@@ -88,7 +88,17 @@ pub struct JobOptions {
     /// `-G/--gpus` as given (`SLURM_GPUS`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpus: Option<String>,
+    /// The submitting shell's soft resource limits (`ulimit`), which flexd gives the job as
+    /// Slurm's PropagateResourceLimits does: name (`NOFILE`, `NPROC`, ...) and value (None:
+    /// unlimited).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rlimits: Vec<(String, Option<u64>)>,
 }
+
+/// The resource limits a job may carry from its submitter, by Slurm's names.
+pub const RLIMIT_NAMES: [&str; 10] = [
+    "AS", "CORE", "CPU", "DATA", "FSIZE", "MEMLOCK", "NOFILE", "NPROC", "RSS", "STACK",
+];
 
 impl JobOptions {
     pub fn is_plain(&self) -> bool {

@@ -389,6 +389,7 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
             gpus_per_task: s.gpus_per_task,
             gpus_per_node: s.gpus_per_node_spec.clone(),
             gpus: s.gpus_spec.clone(),
+            rlimits: submit_rlimits(),
             ..s.options.clone()
         }),
         queue: Box::new(s.queue.clone()),
@@ -593,6 +594,29 @@ pub fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// This process's soft resource limits, by Slurm's names (None: unlimited).
+fn submit_rlimits() -> Vec<(String, Option<u64>)> {
+    use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
+    let all = [
+        ("AS", Resource::RLIMIT_AS),
+        ("CORE", Resource::RLIMIT_CORE),
+        ("CPU", Resource::RLIMIT_CPU),
+        ("DATA", Resource::RLIMIT_DATA),
+        ("FSIZE", Resource::RLIMIT_FSIZE),
+        ("MEMLOCK", Resource::RLIMIT_MEMLOCK),
+        ("NOFILE", Resource::RLIMIT_NOFILE),
+        ("NPROC", Resource::RLIMIT_NPROC),
+        ("RSS", Resource::RLIMIT_RSS),
+        ("STACK", Resource::RLIMIT_STACK),
+    ];
+    all.into_iter()
+        .filter_map(|(name, r)| {
+            let (soft, _) = getrlimit(r).ok()?;
+            Some((name.to_string(), (soft != RLIM_INFINITY).then_some(soft)))
+        })
+        .collect()
 }
 
 /// This process's umask, from /proc (reading it through umask(2) would set it meanwhile);
