@@ -30,6 +30,8 @@
 //! CI=true.
 
 mod accepted;
+#[path = "../slurm/daemons.rs"]
+mod daemons;
 mod observe;
 #[path = "../slurm/setup.rs"]
 #[allow(dead_code, reason = "shared with the slurm test, which uses all of it")]

@@ -3,15 +3,14 @@
 //! `flexgres conf`, the RAM flexd schedules), in one private cluster on loopback. Jobs are
 //! plain Slurm: no SPANK plugin, no job_submit.lua.
 
+use super::daemons::Daemons;
 use super::setup::{
     clean_env, find, flexgres, free_port, hostname, make_device_files, random_key, self_logs,
     set_mode,
 };
-use flex_tests::wait_child;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
 
 /// The node's name: the topology's host name, so the node-list variables match unchanged.
 pub(super) const NODE: &str = "a100-testbed";
@@ -19,10 +18,11 @@ pub(super) const NODE: &str = "a100-testbed";
 /// A100 topology's RAM (256 GiB) less flexd's default reserved_memory (2 GiB), in MB.
 const REAL_MEMORY_MB: u64 = (256 - 2) * 1024;
 
-/// A one-node Slurm cluster; its daemons are stopped by pid on drop.
+/// A one-node Slurm cluster; its daemons are stopped on drop.
 pub(super) struct Slurm {
+    /// Dropped before `dir`: the daemons stop before their directory goes.
+    daemons: Option<Daemons>,
     pub(super) dir: tempfile::TempDir,
-    daemons: Vec<(String, Child)>,
 }
 
 impl Slurm {
@@ -37,10 +37,7 @@ impl Slurm {
             .prefix("flex-sbs-slurm-")
             .tempdir()
             .expect("temp dir");
-        let mut s = Slurm {
-            dir,
-            daemons: Vec::new(),
-        };
+        let mut s = Slurm { daemons: None, dir };
         let d = s.dir.path().to_path_buf();
         for sub in ["state", "spool", "log", "munge"] {
             std::fs::create_dir_all(d.join(sub)).unwrap();
@@ -68,83 +65,8 @@ impl Slurm {
             slurm_conf(&d, node.trim_end(), first_job_id),
         )
         .unwrap();
-        s.start_daemons();
-        s.wait("the node idle", |s| {
-            let o = s.run(&["sinfo", "-h", "-N", "-o", "%N %T"], 30);
-            let text = String::from_utf8_lossy(&o.stdout).to_string();
-            text.lines()
-                .any(|l| l.trim() == format!("{NODE} idle"))
-                .then_some(())
-        });
+        s.daemons = Some(Daemons::start(&d, &[NODE]));
         s
-    }
-
-    fn start_daemons(&mut self) {
-        let d = self.dir.path().to_path_buf();
-        let dd = d.display();
-        self.spawn(
-            "munged",
-            Command::new(find("munged").unwrap()).args([
-                "-F".to_string(),
-                "-f".into(),
-                format!("--socket={dd}/munge/sock"),
-                format!("--key-file={dd}/munge/key"),
-                format!("--log-file={dd}/log/munged.log"),
-                format!("--pid-file={dd}/munge/pid"),
-                format!("--seed-file={dd}/munge/seed"),
-            ]),
-        );
-        let sock = d.join("munge/sock");
-        self.wait("munged's socket", |_| sock.exists().then_some(()));
-        let conf = d.join("slurm.conf");
-        self.spawn(
-            "slurmctld",
-            Command::new(find("slurmctld").unwrap())
-                .args(["-D", "-i", "-f"])
-                .arg(&conf),
-        );
-        self.spawn(
-            "slurmd",
-            Command::new(find("slurmd").unwrap())
-                .args(["-D", "-N", NODE, "-f"])
-                .arg(&conf),
-        );
-    }
-
-    fn spawn(&mut self, name: &str, cmd: &mut Command) {
-        let log = std::fs::File::create(self.path(&format!("log/{name}.out"))).unwrap();
-        let child = clean_env(cmd)
-            .env("SLURM_CONF", self.path("slurm.conf"))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-        self.daemons.push((name.to_string(), child));
-    }
-
-    /// Waits for `check`, failing with the daemons' logs when one dies or time runs out.
-    pub(super) fn wait<T>(&mut self, what: &str, mut check: impl FnMut(&Slurm) -> Option<T>) -> T {
-        let deadline = Instant::now() + Duration::from_secs(240);
-        loop {
-            if let Some(v) = check(self) {
-                return v;
-            }
-            for (name, child) in &mut self.daemons {
-                if let Ok(Some(s)) = child.try_wait() {
-                    panic!(
-                        "{name} exited ({s}) while waiting for {what}\n{}",
-                        self_logs(&self.dir)
-                    );
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(250));
-        }
     }
 
     pub(super) fn logs(&self) -> String {
@@ -164,20 +86,10 @@ impl Slurm {
     /// A Slurm client command run from the cluster's directory, killed after `secs`.
     pub(super) fn run(&self, args: &[&str], secs: u64) -> Output {
         let path = std::env::var("PATH").unwrap_or_default();
-        let mut child = self
-            .command(args[0], self.dir.path(), &path)
-            .args(&args[1..])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"));
-        if wait_child(&mut child, Duration::from_secs(secs)).is_none() {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{args:?} did not finish in {secs} s\n{}", self.logs());
-        }
-        child.wait_with_output().unwrap()
+        self.daemons
+            .as_ref()
+            .expect("the cluster's daemons run")
+            .run(args, secs, &path)
     }
 
     /// The job completion log (jobcomp/filetxt): each ended job's fields by name, the State
@@ -192,18 +104,6 @@ impl Slurm {
                     .collect()
             })
             .collect()
-    }
-}
-
-impl Drop for Slurm {
-    fn drop(&mut self) {
-        while let Some((_, mut child)) = self.daemons.pop() {
-            flex_tests::signal(child.id(), libc::SIGTERM);
-            if wait_child(&mut child, Duration::from_secs(20)).is_none() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
     }
 }
 

@@ -1,11 +1,11 @@
 //! A private Slurm cluster on loopback (munged, slurmctld, one slurmd per node) in a temporary
 //! directory, the client commands run against it, and the checks of what a step's tasks saw.
 
+use super::daemons::Daemons;
 use super::setup::{
-    clean_env, find, flexgres, free_port, hostname, make_device_files, path_with_bins, random_key,
-    self_logs, set_mode, spank_plugin,
+    flexgres, free_port, hostname, make_device_files, path_with_bins, random_key, self_logs,
+    set_mode, spank_plugin,
 };
-use flex_tests::wait_child;
 use gres_plugin::cpus::{bind_cores, online_cores, parse_cpu_list};
 use gres_plugin::env::NcclMode;
 use gres_plugin::probe::{build_host, topology};
@@ -13,8 +13,7 @@ use gres_plugin::slurm::step::{master_port, step_leaves, task_env, StepDevices, 
 use gres_plugin::HostModel;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
 
 const NODES: [&str; 2] = ["flex1", "flex2"];
 
@@ -33,10 +32,11 @@ const KEYS: [&str; 11] = [
     "NCCL_P2P_DISABLE",
 ];
 
-/// A private Slurm cluster; every daemon is stopped by pid on drop.
+/// A private Slurm cluster; its daemons are stopped on drop.
 pub(super) struct Cluster {
+    /// Dropped before `dir`: the daemons stop before their directory goes.
+    daemons: Option<Daemons>,
     pub(super) dir: tempfile::TempDir,
-    daemons: Vec<(String, Child)>,
     models: BTreeMap<String, HostModel>,
 }
 
@@ -52,8 +52,8 @@ impl Cluster {
             .tempdir()
             .expect("temp dir");
         let mut c = Cluster {
+            daemons: None,
             dir,
-            daemons: Vec::new(),
             models: BTreeMap::new(),
         };
         let d = c.dir.path().to_path_buf();
@@ -66,8 +66,7 @@ impl Cluster {
             slurm_conf(&d, &host, ctld_port, task_plugin, &nodes),
         )
         .unwrap();
-        c.start_daemons();
-        c.wait_idle();
+        c.daemons = Some(Daemons::start(&d, &NODES));
         c
     }
 
@@ -118,114 +117,12 @@ impl Cluster {
         nodes
     }
 
-    /// Starts munged, slurmctld and one slurmd per node, each waiting on what it needs.
-    fn start_daemons(&mut self) {
-        let d = self.dir.path().to_path_buf();
-        let dd = d.display();
-        self.spawn(
-            "munged",
-            Command::new(find("munged").unwrap()).args([
-                "-F".to_string(),
-                "-f".into(),
-                format!("--socket={dd}/munge/sock"),
-                format!("--key-file={dd}/munge/key"),
-                format!("--log-file={dd}/log/munged.log"),
-                format!("--pid-file={dd}/munge/pid"),
-                format!("--seed-file={dd}/munge/seed"),
-            ]),
-        );
-        self.wait_path(&d.join("munge/sock"), "munged's socket");
-        let conf_path = d.join("slurm.conf");
-        self.spawn(
-            "slurmctld",
-            Command::new(find("slurmctld").unwrap())
-                .args(["-D", "-i", "-f"])
-                .arg(&conf_path),
-        );
-        for n in NODES {
-            std::fs::create_dir_all(d.join("spool").join(n)).unwrap();
-            self.spawn(
-                &format!("slurmd {n}"),
-                Command::new(find("slurmd").unwrap())
-                    .args(["-D", "-N", n, "-f"])
-                    .arg(&conf_path),
-            );
-        }
-    }
-
-    fn spawn(&mut self, name: &str, cmd: &mut Command) {
-        let log = std::fs::File::create(self.path(&format!("log/{}.out", name.replace(' ', "-"))))
-            .unwrap();
-        let child = clean_env(cmd)
-            .env("SLURM_CONF", self.path("slurm.conf"))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-        self.daemons.push((name.to_string(), child));
-    }
-
-    fn wait_path(&mut self, p: &Path, what: &str) {
-        self.wait(what, |_| p.exists().then_some(()));
-    }
-
-    /// Wait for `check`, failing with the daemons' logs when a daemon dies or time runs out.
-    fn wait<T>(&mut self, what: &str, mut check: impl FnMut(&Cluster) -> Option<T>) -> T {
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            if let Some(v) = check(self) {
-                return v;
-            }
-            for (name, child) in &mut self.daemons {
-                if let Ok(Some(s)) = child.try_wait() {
-                    panic!(
-                        "{name} exited ({s}) while waiting for {what}\n{}",
-                        self_logs(&self.dir)
-                    );
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}\n{}",
-                self_logs(&self.dir)
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    fn wait_idle(&mut self) {
-        self.wait("both nodes idle", |c| {
-            let o = c.run(&["sinfo", "-h", "-N", "-o", "%N %T"], 30);
-            let text = String::from_utf8_lossy(&o.stdout).to_string();
-            let idle = NODES
-                .iter()
-                .all(|n| text.lines().any(|l| l.trim() == format!("{n} idle")));
-            idle.then_some(())
-        });
-    }
-
     /// Run a Slurm client command against this cluster, killed after `secs`.
     pub(super) fn run(&self, args: &[&str], secs: u64) -> Output {
-        let mut child = clean_env(&mut Command::new(find(args[0]).unwrap()))
-            .args(&args[1..])
-            .env("SLURM_CONF", self.path("slurm.conf"))
-            .env("PATH", path_with_bins())
-            .current_dir(self.dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"));
-        if wait_child(&mut child, Duration::from_secs(secs)).is_none() {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "{args:?} did not finish in {secs} s\n{}",
-                self_logs(&self.dir)
-            );
-        }
-        child.wait_with_output().unwrap()
+        self.daemons
+            .as_ref()
+            .expect("the cluster's daemons run")
+            .run(args, secs, &path_with_bins())
     }
 
     /// [`Cluster::run`] of a command that must succeed (the failure shows its stderr).
@@ -335,19 +232,6 @@ impl Cluster {
                 .filter(|t| t["SLURMD_NODENAME"] == *node)
                 .count();
             assert_eq!(on, *n, "tasks on {node}");
-        }
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        // Daemons in reverse order of start, each by its own pid: TERM, then KILL.
-        while let Some((_, mut child)) = self.daemons.pop() {
-            flex_tests::signal(child.id(), libc::SIGTERM);
-            if wait_child(&mut child, Duration::from_secs(20)).is_none() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
         }
     }
 }

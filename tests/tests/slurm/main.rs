@@ -11,6 +11,7 @@
 //! `cargo build --workspace`.
 
 mod cluster;
+mod daemons;
 mod setup;
 
 use cluster::Cluster;

@@ -64,9 +64,9 @@ pub(super) fn hostname() -> String {
 }
 
 /// The tails of the daemons' logs under `dir`, for a failure message.
-pub(super) fn self_logs(dir: &tempfile::TempDir) -> String {
+pub(super) fn self_logs(dir: impl AsRef<Path>) -> String {
     let mut s = String::new();
-    let mut names: Vec<PathBuf> = std::fs::read_dir(dir.path().join("log"))
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir.as_ref().join("log"))
         .map(|r| r.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
     names.sort();

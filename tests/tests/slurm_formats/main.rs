@@ -21,6 +21,8 @@
 
 mod accepted;
 mod compare;
+#[path = "../slurm/daemons.rs"]
+mod daemons;
 mod forms;
 #[path = "../slurm/setup.rs"]
 #[allow(dead_code, reason = "shared with the slurm test, which uses all of it")]
