@@ -298,17 +298,11 @@ fn sinfo(args: Vec<OsString>) -> Result<i32, Error> {
         .map_or(0, |d| d.as_secs());
     let mut infos = Vec::new();
     for h in hosts {
-        let line = setting(&format!("host {}", h.host)).unwrap_or_default();
-        let number_before = |word: &str| {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            words
-                .windows(2)
-                .find(|w| w[1].trim_end_matches(',') == word)
-                .and_then(|w| w[0].parse::<f64>().ok())
-        };
+        let number =
+            |key: &str| setting(&format!("{key} {}", h.host)).and_then(|v| v.parse::<u64>().ok());
         infos.push(HostInfo {
-            cpus: number_before("cores").unwrap_or(0.0) as usize,
-            mem_mb: (number_before("GiB").unwrap_or(0.0) * 1024.0) as u64,
+            cpus: number("cores").unwrap_or(0) as usize,
+            mem_mb: number("memory_mb").unwrap_or(0),
             leaves: h.leaves.len(),
             busy_leaves: h.leaves.iter().filter(|l| !l.jobs.is_empty()).count(),
             running_jobs: running

@@ -18,6 +18,11 @@ pub(crate) fn config(s: &Settings, st: &State, enforced: &[(String, String)]) ->
             format!("features {}", h.hostname),
             super::submit::host_features(h).join(","),
         ));
+        // The same in numbers, for programs (sinfo's %c and %m: Slurm's CPUs and RealMemory).
+        out.push((format!("cores {}", h.hostname), h.cores.len().to_string()));
+        if let Some(m) = mem {
+            out.push((format!("memory_mb {}", h.hostname), (m >> 20).to_string()));
+        }
     }
     out.extend(enforced.iter().cloned());
     Response::Config(out)

@@ -177,6 +177,13 @@ fn check_host_options(
     spec: &mut JobSpec,
 ) -> Result<Vec<String>, Response> {
     let mut warnings = Vec::new();
+    if spec.options.exclusive {
+        spec.request.exclusive = true;
+    }
+    // Most jobs name no type and no feature: nothing more to look at.
+    if spec.request.leaf_type.is_none() && spec.options.constraint.is_none() {
+        return Ok(warnings);
+    }
     let hosts: Vec<&gres_plugin::HostModel> = st.cluster.hosts().map(|(_, h)| h).collect();
     let features: Vec<String> = hosts.iter().flat_map(|h| host_features(h)).collect();
     let alias = |name: &str| {
@@ -248,9 +255,6 @@ fn check_host_options(
                 "--constraint feature {f} is accepted and ignored (flexd.toml's [aliases])"
             ));
         }
-    }
-    if spec.options.exclusive {
-        spec.request.exclusive = true;
     }
     Ok(warnings)
 }
