@@ -331,12 +331,16 @@ pub fn rank_plan(get: impl Fn(&str) -> Option<String>) -> Result<RankPlan, Strin
     // The scheduler deals cores beyond `per` for each leaf one more to each of the first
     // leaves: rank r's are the r-th run of that dealing.
     let n = uuids.len();
-    let rest = by_leaf.len().saturating_sub(per * n).min(n);
-    let cores = (0..n)
+    // At most one extra core per leaf: the first leaves' runs are one longer.
+    let len = by_leaf.len().min(per * n + n);
+    let cores = deal(len.max(per * n), n)
         .map(|r| {
-            let from = r * per + r.min(rest);
-            let len = per + usize::from(r < rest);
-            by_leaf.iter().skip(from).take(len).copied().collect()
+            by_leaf
+                .iter()
+                .skip(r.start)
+                .take(r.len())
+                .copied()
+                .collect()
         })
         .collect();
     let master_port = need("FLEX_MASTER_PORT")?
@@ -388,19 +392,10 @@ impl RankPlan {
     /// gives each task all of the step's GPUs without `--gpus-per-task` or `--gpu-bind`), and
     /// `cpus_per_task` cores (otherwise its share of the job's). A rank's entry in `uuids` is
     /// then its whole `CUDA_VISIBLE_DEVICES`, comma-separated. A task never sees a leaf or
-    /// core the job does not hold: a shape the job cannot hold is an error.
+    /// core the job does not hold: a shape the job cannot hold is an error. A step that asks
+    /// for `gpus` of the job's leaves (srun's own `--gres=gpu:N`, `--gpus N`) sees the first
+    /// `gpus` of them.
     pub fn into_tasks(
-        self,
-        n: usize,
-        gpus_per_task: Option<usize>,
-        cpus_per_task: Option<usize>,
-    ) -> Result<RankPlan, String> {
-        self.into_step(n, None, gpus_per_task, cpus_per_task)
-    }
-
-    /// [`RankPlan::into_tasks`] for a step that asks for `gpus` of the job's leaves (srun's own
-    /// `--gres=gpu:N`, `--gpus N`): its tasks see those, the first `gpus` of the job's.
-    pub fn into_step(
         self,
         n: usize,
         gpus: Option<usize>,
@@ -736,25 +731,25 @@ mod tests {
     #[test]
     fn tasks_see_their_share_of_the_leaves_and_cores() {
         // One task: every leaf and core of the job (Slurm's `--gpus=2`, `srun python`).
-        let p = plan(2, 3).into_tasks(1, None, None).unwrap();
+        let p = plan(2, 3).into_tasks(1, None, None, None).unwrap();
         assert_eq!(p.uuids, ["MIG-0,MIG-1"]);
         assert_eq!(p.cores, [vec![0, 1, 2, 3, 4, 5]]);
         // Without --gpus-per-task every task sees every leaf, as in Slurm; the cores are dealt.
-        let p = plan(2, 4).into_tasks(4, None, None).unwrap();
+        let p = plan(2, 4).into_tasks(4, None, None, None).unwrap();
         assert_eq!(p.uuids, ["MIG-0,MIG-1"; 4]);
         assert_eq!(p.cores, [vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]);
-        let p = plan(4, 1).into_tasks(3, None, None).unwrap();
+        let p = plan(4, 1).into_tasks(3, None, None, None).unwrap();
         assert_eq!(p.cores, [vec![0, 1], vec![2], vec![3]]);
         // A step of one of the job's two leaves.
-        let p = plan(2, 1).into_step(2, Some(1), None, None).unwrap();
+        let p = plan(2, 1).into_tasks(2, Some(1), None, None).unwrap();
         assert_eq!(p.uuids, ["MIG-0", "MIG-0"]);
-        assert!(plan(2, 1).into_step(1, Some(3), None, None).is_err());
+        assert!(plan(2, 1).into_tasks(1, Some(3), None, None).is_err());
         // --gpus-per-task 1: each task its own leaf, with its leaf's cores.
-        let p = plan(4, 2).into_tasks(4, Some(1), None).unwrap();
+        let p = plan(4, 2).into_tasks(4, None, Some(1), None).unwrap();
         assert_eq!(p.uuids, ["MIG-0", "MIG-1", "MIG-2", "MIG-3"]);
         assert_eq!(p.cores[3], [6, 7]);
         // --gpus-per-task and -c.
-        let p = plan(4, 2).into_tasks(2, Some(2), Some(3)).unwrap();
+        let p = plan(4, 2).into_tasks(2, None, Some(2), Some(3)).unwrap();
         assert_eq!(p.uuids, ["MIG-0,MIG-1", "MIG-2,MIG-3"]);
         assert_eq!(p.cores, [vec![0, 1, 2], vec![3, 4, 5]]);
         // A CPU-only job: no GPU for any task.
@@ -763,16 +758,16 @@ mod tests {
             cores: vec![vec![0, 1, 2, 3]],
             ..plan(0, 0)
         };
-        let p = cpu.clone().into_tasks(4, None, None).unwrap();
+        let p = cpu.clone().into_tasks(4, None, None, None).unwrap();
         assert_eq!(p.uuids, ["", "", "", ""]);
         assert_eq!(p.cores[2], [2]);
         // What the job does not hold is an error that says so.
-        let e = plan(2, 1).into_tasks(2, Some(2), None).unwrap_err();
+        let e = plan(2, 1).into_tasks(2, None, Some(2), None).unwrap_err();
         assert!(e.contains("need 4 GPUs; the job holds 2"), "{e}");
-        let e = cpu.into_tasks(2, None, Some(3)).unwrap_err();
+        let e = cpu.into_tasks(2, None, None, Some(3)).unwrap_err();
         assert!(e.contains("need 6 CPUs; the job holds 4"), "{e}");
         // A task that sees several leaves gets no MIG variable naming one.
-        let p = plan(2, 1).into_tasks(1, None, None).unwrap();
+        let p = plan(2, 1).into_tasks(1, None, None, None).unwrap();
         let r: HashMap<String, String> = rank_env(&p, 0, None).into_iter().collect();
         assert_eq!(r["CUDA_VISIBLE_DEVICES"], "MIG-0,MIG-1");
         assert!(!r.contains_key("NCCL_MIG_ID"));

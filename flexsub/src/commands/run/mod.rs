@@ -349,7 +349,7 @@ fn plan_ranks(a: &Args) -> Result<(gres_plugin::env::RankPlan, usize), Error> {
         let n = a.ntasks.unwrap_or(1) as usize;
         let per = |x: Option<u32>| x.map(|x| x as usize);
         let plan = plan
-            .into_step(n, per(t.gpus), per(t.gpus_per_task), per(t.cpus_per_task))
+            .into_tasks(n, per(t.gpus), per(t.gpus_per_task), per(t.cpus_per_task))
             .map_err(|e| Error::Input(format!("srun: {e}")))?;
         return Ok((plan, n));
     }
