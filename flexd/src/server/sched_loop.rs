@@ -42,11 +42,13 @@ pub(crate) async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver
         let t0 = Instant::now();
         // The core runs on a copy, off the lock and off the runtime's workers, so clients are
         // served while it thinks; its decisions are checked again when they are applied.
-        let plan = shared.with_core(|c| {
-            c.state.take_dirty();
-            c.state
-                .plan(&c.settings, unix_now())
-                .map(|p| (p, c.settings.policy))
+        let (plan, mut cpu) = on_cpu(|| {
+            shared.with_core(|c| {
+                c.state.take_dirty();
+                c.state
+                    .plan(&c.settings, unix_now())
+                    .map(|p| (p, c.settings.policy))
+            })
         });
         // Only real passes go into the histogram (none runs while nothing is pending).
         let ran = plan.is_some();
@@ -54,11 +56,15 @@ pub(crate) async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver
             None => 0,
             Some((plan, policy)) => {
                 let now = plan.now;
-                let Ok(d) = tokio::task::spawn_blocking(move || plan.decide(&policy)).await else {
+                let decide = move || on_cpu(|| plan.decide(&policy));
+                let Ok((d, thought)) = tokio::task::spawn_blocking(decide).await else {
                     tracing::error!("the scheduling pass panicked");
                     continue;
                 };
-                shared.with_core(|c| c.state.apply(&c.settings, d, now))
+                let (started, applied) =
+                    on_cpu(|| shared.with_core(|c| c.state.apply(&c.settings, d, now)));
+                cpu += thought + applied;
+                started
             }
         };
         let took = t0.elapsed();
@@ -66,14 +72,40 @@ pub(crate) async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver
             shared.metrics.sched_pass(took);
         }
         if started > 0 || took > Duration::from_millis(5) {
-            tracing::debug!("scheduling pass started {started} jobs in {took:?}");
+            tracing::debug!("scheduling pass started {started} jobs in {took:?} ({cpu:?} of CPU)");
         }
         // Leave the clients twice the time a pass took, and at least 5 ms: under a stream of
         // submissions (each one a change) passes take at most a third of a core, and at most
         // 200 a second when the queue is short. A job submitted to an empty queue starts with
-        // its commit when it fits, without waiting for a pass.
-        tokio::time::sleep((2 * took).max(Duration::from_millis(5))).await;
+        // its commit when it fits, without waiting for a pass. The pass's time is the CPU its
+        // threads used, at most a tick: the wall time would count a stall of the whole process
+        // (SIGSTOP, memory pressure, a slow disk) as work, and stretch every pause after it.
+        let pause = (2 * cpu).clamp(Duration::from_millis(5), Duration::from_secs(1));
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = stop.changed() => return,
+        }
     }
+}
+
+/// Run `f` and measure the CPU time the calling thread used for it (nothing is measured where
+/// the thread's CPU clock cannot be read).
+fn on_cpu<R>(f: impl FnOnce() -> R) -> (R, Duration) {
+    let t0 = thread_cpu();
+    let r = f();
+    let used = thread_cpu().zip(t0).map(|(t1, t0)| t1.saturating_sub(t0));
+    (r, used.unwrap_or_default())
+}
+
+/// The calling thread's CPU time so far.
+fn thread_cpu() -> Option<Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec, which `ts` is.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 
 /// Return freed heap pages to the system, once a second: glibc keeps what bursts of
