@@ -210,6 +210,13 @@ impl Budget {
     }
 }
 
+/// How much of a frame is read at once: the budget is charged for each piece as it arrives.
+const PIECE: usize = 64 << 10;
+
+/// Read one frame. The budget for bytes still arriving is charged for what has arrived, not
+/// for what the header announces: a header alone holds 4 bytes of it, so clients that send
+/// only headers cannot keep others out; the body must arrive within `frame_timeout` of the
+/// frame's first byte.
 async fn read<T: serde::de::DeserializeOwned>(
     rd: &mut tokio::net::unix::OwnedReadHalf,
     buf: &mut Vec<u8>,
@@ -227,25 +234,33 @@ async fn read<T: serde::de::DeserializeOwned>(
             }
             return Ok(msg);
         }
-        if held.is_none() && buf.len() >= 4 {
-            let size = u32::from_be_bytes(buf[..4].try_into().expect("4 bytes")) as usize + 4;
-            let permit = u32::try_from(size)
+        let size = (buf.len() >= 4)
+            .then(|| u32::from_be_bytes(buf[..4].try_into().expect("4 bytes")) as usize + 4);
+        let charged = held.as_ref().map_or(0, |p| p.num_permits());
+        if buf.len() > charged {
+            let more = u32::try_from(buf.len() - charged)
                 .ok()
                 .and_then(|n| max.buffered.clone().try_acquire_many_owned(n).ok());
-            let Some(p) = permit else {
+            let Some(more) = more else {
                 return Err(ReadError::Busy {
-                    size,
+                    size: size.unwrap_or(buf.len()),
                     max: max.max_buffered,
                 });
             };
-            held = Some(p);
-            buf.reserve_exact(size.saturating_sub(buf.len()));
+            match &mut held {
+                Some(p) => p.merge(more),
+                None => held = Some(more),
+            }
         }
         if !buf.is_empty() && frame_until.is_none() {
             frame_until = Some(tokio::time::Instant::now() + max.frame);
         }
         let until = frame_until.unwrap_or(idle_until);
-        let Ok(got) = tokio::time::timeout_at(until, rd.read_buf(buf)).await else {
+        // Never more than a piece beyond what is charged, and nothing past this frame.
+        let want = size.map_or(PIECE, |s| s.saturating_sub(buf.len()).clamp(1, PIECE));
+        buf.reserve(want);
+        let mut piece = (&mut *rd).take(want as u64);
+        let Ok(got) = tokio::time::timeout_at(until, piece.read_buf(buf)).await else {
             return Err(match frame_until {
                 None => FrameError::Closed,
                 Some(_) => FrameError::Malformed(format!(
