@@ -4,6 +4,7 @@
 
 use crate::config::{ConfigError, Overrides, Settings};
 use crate::exec::affinity::CpuMap;
+use crate::exec::cgroup::devices::GpuDevices;
 use crate::exec::files::{self};
 use crate::exec::launch::{LaunchMsg, Launcher};
 use crate::paths::Paths;
@@ -11,6 +12,7 @@ use crate::server::{self, unix_now, Core, Shared};
 use crate::state::{Found, Signaller, State};
 use crate::store::{self, writer::Writer, StoreError};
 use flex_sched::Cluster;
+use gres_plugin::probe::Discovered;
 use gres_plugin::JobId;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
@@ -114,7 +116,7 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
     let lock = lock_state_dir(&paths)?;
     let fd_limit = raise_nofile();
     check_socket(&paths.socket)?;
-    let (cluster, cpus, enforced, source) = host_model(&paths, &opts, &settings)?;
+    let (cluster, cpus, enforced, source, devices) = host_model(&paths, &opts, &settings)?;
     let sampler = sampler(&paths, &source, &settings);
     let (writer, _writer_thread, state) = recovered_state(&paths, &settings, cluster, cpus)?;
     let (launch_tx, launch_rx) = mpsc::channel();
@@ -136,6 +138,7 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
         db: paths.db.clone(),
         run_dir: paths.run_dir.clone(),
         socket: paths.socket.clone(),
+        devices,
     };
     launcher.spawn(launch_rx, shared.clone())?;
 
@@ -176,7 +179,7 @@ fn host_model(
     paths: &Paths,
     opts: &Options,
     settings: &Settings,
-) -> Result<(Cluster, CpuMap, Enforced, String), DaemonError> {
+) -> Result<(Cluster, CpuMap, Enforced, String, Arc<GpuDevices>), DaemonError> {
     let mut found = gres_plugin::probe::discover(&paths.topology, opts.force_topology)?;
     // Jobs really run here: a simulated topology that names no RAM gets this host's; one that
     // names more than this host has is scheduled as it says, and the log says so.
@@ -209,9 +212,65 @@ fn host_model(
     if let Some(n) = note {
         tracing::warn!("{n}");
     }
-    let enforced = say_cgroups();
+    let mut enforced = say_cgroups();
+    let (devices, said) = gpu_devices(paths, &found, settings);
+    enforced.push(("gpu_devices".into(), said));
     let cluster = Cluster::new(vec![found.host], settings.cluster_config());
-    Ok((cluster, cpus, enforced, found.source))
+    Ok((cluster, cpus, enforced, found.source, Arc::new(devices)))
+}
+
+/// The host's GPU device nodes that jobs not given them are denied (`constrain_devices`),
+/// said once in the log; with what `flexcontrol show config` says of them.
+fn gpu_devices(paths: &Paths, found: &Discovered, settings: &Settings) -> (GpuDevices, String) {
+    if !settings.constrain_devices {
+        tracing::warn!(
+            "GPU devices are not confined (constrain_devices = false): a job can open the GPUs \
+             and MIG instances it was not given"
+        );
+        return (
+            GpuDevices::default(),
+            "not confined: constrain_devices = false".into(),
+        );
+    }
+    let root = if found.source == "nvml" {
+        PathBuf::from("/")
+    } else {
+        let topology = gres_plugin::probe::topology::FileProbe::new(paths.topology.clone());
+        match topology.device_root() {
+            Ok(Some(root)) => root,
+            Ok(None) => {
+                tracing::info!(
+                    "GPU devices: the simulated topology names no device_root, so its GPUs \
+                     have no device nodes to confine"
+                );
+                return (GpuDevices::default(), "none: no device_root".into());
+            }
+            Err(e) => {
+                tracing::warn!("GPU devices are not confined: {e}");
+                return (GpuDevices::default(), format!("not confined: {e}"));
+            }
+        }
+    };
+    if !root.is_dir() {
+        tracing::warn!(
+            "GPU devices: the device root {} is not a directory",
+            root.display()
+        );
+    }
+    let devices = GpuDevices::discover(&root, &found.host);
+    for n in &devices.notes {
+        tracing::warn!("GPU devices: {n}");
+    }
+    if devices.is_empty() {
+        tracing::info!("GPU devices: no GPU here, nothing to confine");
+        return (devices, "none: no GPU".into());
+    }
+    tracing::info!(
+        "each job is denied the GPU devices it was not given: {}",
+        devices.summary()
+    );
+    let said = format!("denied to the jobs not given them: {}", devices.summary());
+    (devices, said)
 }
 
 /// The GPU telemetry sampler of this host: NVML where the host model came from it, else the
@@ -289,8 +348,8 @@ fn say_cgroups() -> Enforced {
         Err(why) => {
             tracing::warn!(
                 "jobs are held by their process group only ({why}): a process that leaves it \
-                 (setsid) outlives its job, and jobs' memory, processes and cores are not \
-                 limited"
+                 (setsid) outlives its job, and jobs' memory, processes, cores and GPU \
+                 devices are not limited"
             );
             vec![("cgroups".into(), format!("none: {why}"))]
         }
@@ -606,6 +665,10 @@ fn reload(shared: &Shared, opts: &Options) {
                     tracing::warn!("reload: {key} changes only when flexd restarts");
                     *fixed = was.clone();
                 }
+            }
+            if new.constrain_devices != old.constrain_devices {
+                tracing::warn!("reload: constrain_devices changes only when flexd restarts");
+                new.constrain_devices = old.constrain_devices;
             }
             if new.metrics_listen != old.metrics_listen {
                 tracing::warn!("reload: metrics_listen changes only when flexd restarts");

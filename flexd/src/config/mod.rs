@@ -62,6 +62,8 @@ pub struct Settings {
     pub job_tmpdir: Option<PathBuf>,
     /// `propagate_resource_limits`: the submitter's limits (by Slurm's names) a job gets.
     pub propagate_limits: Vec<String>,
+    /// Deny each job the GPU device nodes it was not given (Slurm's `ConstrainDevices`).
+    pub constrain_devices: bool,
     /// `[aliases]`: other clusters' GPU type and feature names (lowercase) and this host's
     /// name for each ("" accepts and ignores it).
     pub aliases: Vec<(String, String)>,
@@ -275,6 +277,7 @@ impl Settings {
             job_pids_max: src.int("job_pids_max", 16, 4_194_304)? as u32,
             aliases: aliases(src)?,
             propagate_limits: src.parsed("propagate_resource_limits", parse_propagate)?,
+            constrain_devices: src.bool("constrain_devices")?,
             job_tmpdir: Some(src.string("job_tmpdir")?)
                 .filter(|s| !s.trim().is_empty())
                 .map(PathBuf::from),
@@ -360,6 +363,7 @@ impl Settings {
             ("reserved_memory", self.reserved_memory.to_string()),
             ("job_pids_max", self.job_pids_max.to_string()),
             ("propagate_resource_limits", self.propagate_limits.join(",")),
+            ("constrain_devices", self.constrain_devices.to_string()),
             (
                 "job_tmpdir",
                 self.job_tmpdir

@@ -2,6 +2,7 @@
 //! reads its script and environment from the database, builds the job's environment
 //! (`gres_plugin::env::job_env`), picks its MASTER_PORT and starts its supervisor.
 
+use super::cgroup::devices::GpuDevices;
 use super::LaunchSpec;
 use crate::config::SrunInJobs;
 use crate::store::{self, StoreError};
@@ -103,6 +104,9 @@ pub(crate) struct Launcher {
     pub db: PathBuf,
     pub run_dir: PathBuf,
     pub socket: PathBuf,
+    /// The host's GPU device nodes, denied to the jobs not given them (empty when
+    /// `constrain_devices` is off).
+    pub devices: Arc<GpuDevices>,
 }
 
 impl Launcher {
@@ -232,6 +236,9 @@ impl Launcher {
                 .cloned()
                 .collect(),
             job_commands: self.job_commands(srun, l.torchrun_in_jobs),
+            devices: self
+                .devices
+                .denied(l.units.iter().map(|u| (u.gpu, u.uuid.as_str()))),
         };
         let pid = self.start_supervisor(forker, &spec)?;
         tracing::info!("job {}: started, supervisor pid {pid}", l.job);

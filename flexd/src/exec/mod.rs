@@ -77,6 +77,10 @@ pub(crate) struct LaunchSpec {
     /// The submitter's soft resource limits the job gets (Slurm's names; None: unlimited).
     #[serde(default)]
     pub rlimits: Vec<(String, Option<u64>)>,
+    /// The GPU device nodes the job may not open (`constrain_devices`): the host's GPUs and
+    /// MIG instances that are not its own.
+    #[serde(default)]
+    pub devices: Vec<cgroup::devices::Dev>,
 }
 
 fn default_umask() -> u32 {

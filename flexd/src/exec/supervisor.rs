@@ -10,8 +10,8 @@
 //!    flexd closes its stdin). This process ignores SIGCHLD, so its ended supervisors are
 //!    reaped by the kernel and never linger as zombies that look alive.
 //! 2. The supervisor starts the job in its own process group, and in its own cgroup where the
-//!    host allows, with the job's memory, process and core limits written into it first
-//!    ([`super::cgroup`], [`super::spawn`]). Only the job's process drops privileges (groups,
+//!    host allows, with the job's memory, process, core and GPU device limits written into it
+//!    first ([`super::cgroup`], [`super::spawn`]). Only the job's process drops privileges (groups,
 //!    gid, uid), enters the working directory and creates its output files as the user (O_NOFOLLOW: no writing through a planted symlink); the supervisor stays
 //!    privileged to write the status file. The script is passed in a memfd, so it is readable
 //!    by the job without lying on disk.
@@ -261,6 +261,7 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Hierarchy>) -> 
         mem_bytes: spec.mem_bytes,
         pids_max: spec.pids_max,
         cpus: spec.cpus.clone(),
+        devices: spec.devices.clone(),
     };
     if let Some(Err(why)) = cg.as_ref().map(|c| c.apply(&limits)) {
         remove_cg(cg.as_ref());

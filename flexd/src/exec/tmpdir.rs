@@ -144,6 +144,7 @@ mod tests {
             tmpdir: Some(base.to_path_buf()),
             job_commands: vec![("srun".into(), "/opt/flex/bin/flexrun".into())],
             rlimits: Vec::new(),
+            devices: Vec::new(),
         }
     }
 

@@ -63,6 +63,11 @@ struct File {
     /// A file of simulated GPU telemetry samples for the leaves (`crate::telemetry::file`),
     /// relative to this file's directory.
     telemetry: Option<String>,
+    /// A directory laid out as `/` for the GPUs' device nodes (`dev/nvidiaN`,
+    /// `dev/nvidia-caps/nvidia-capM`, `proc/driver/nvidia-caps/mig-minors`, `proc/devices`),
+    /// relative to this file's directory: where flexd finds the numbers of the devices it
+    /// denies to the jobs not given them. None: the simulated GPUs have no device nodes.
+    device_root: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -378,13 +383,24 @@ impl FileProbe {
     /// The simulated telemetry file the topology names (`telemetry = "FILE"`), resolved
     /// against the topology file's directory; None when it names none.
     pub fn telemetry_file(&self) -> Result<Option<PathBuf>, TopologyError> {
+        self.relative(|f| f.telemetry)
+    }
+
+    /// The directory the topology names as the root of its GPUs' device nodes (`device_root
+    /// = "DIR"`), resolved against the topology file's directory; None when it names none.
+    pub fn device_root(&self) -> Result<Option<PathBuf>, TopologyError> {
+        self.relative(|f| f.device_root)
+    }
+
+    /// A path the file names (by `key`), resolved against the file's directory.
+    fn relative(&self, key: fn(File) -> Option<String>) -> Result<Option<PathBuf>, TopologyError> {
         let origin = self.path.display().to_string();
         let file: File = toml::from_str(&self.text()?).map_err(|e| TopologyError::Syntax {
             origin,
             message: e.to_string().trim_end().to_string(),
         })?;
         let dir = self.path.parent().unwrap_or(std::path::Path::new(""));
-        Ok(file.telemetry.map(|t| dir.join(t)))
+        Ok(key(file).map(|t| dir.join(t)))
     }
 
     fn text(&self) -> Result<String, TopologyError> {

@@ -6,12 +6,14 @@
 //! | host memory | `memory.max`, `memory.swap.max` = 0 | `memory.limit_in_bytes`, `memory.memsw.limit_in_bytes` (with swap accounting) |
 //! | processes and threads | `pids.max` | `pids.max` |
 //! | cores | `cpuset.cpus`, `cpuset.mems` | `cpuset.cpus`, `cpuset.mems` |
+//! | GPU devices not given | a BPF device program ([`super::bpf`]) | `devices.deny` ([`super::devices`]) |
 //! | OOM kills | `memory.events` `oom_kill` | `memory.oom_control` `oom_kill` (Linux 4.13), else `memory.failcnt` |
 //!
 //! Everything here reads and writes plain files below the directories it is given, so the
 //! tests run it on a temporary directory laid out like the kernel's.
 
-use super::Controller;
+use super::devices::{self, Dev};
+use super::{bpf, Controller};
 use std::path::Path;
 
 /// What a job may use; zero or empty: no limit of that kind.
@@ -23,6 +25,8 @@ pub(crate) struct Limits {
     pub pids_max: u32,
     /// The CPUs the job runs on.
     pub cpus: Vec<u32>,
+    /// The GPU devices the job may not open.
+    pub devices: Vec<Dev>,
 }
 
 fn read(path: &Path) -> Result<String, String> {
@@ -104,6 +108,7 @@ pub(crate) fn write_v2(dir: &Path, parent: &Path, c: Controller, l: &Limits) -> 
                 write(&dir.join("cpuset.mems"), mems.trim())?;
             }
         }
+        Controller::Devices => bpf::attach(dir, &l.devices)?,
         _ => {}
     }
     Ok(())
@@ -140,6 +145,7 @@ pub(crate) fn write_v1(dir: &Path, parent: &Path, c: Controller, l: &Limits) -> 
             let mems = read(&parent.join("cpuset.mems"))?;
             write(&dir.join("cpuset.mems"), mems.trim())?;
         }
+        Controller::Devices => devices::write_v1(dir, &l.devices)?,
         _ => {}
     }
     Ok(())

@@ -13,9 +13,18 @@
 //! from its own cgroup v1 hierarchy (hybrid hosts), where the job gets a directory of the
 //! same name. A controller found nowhere is said once at flexd's start; jobs run without it.
 //!
+//! Devices are the exception ([`devices`]): the GPU device nodes a job was not given are
+//! denied in its v1 devices cgroup where that hierarchy is mounted (hybrid and v1 hosts, as
+//! systemd and Slurm's cgroup/v1 do there), else by a BPF device program attached to its
+//! cgroup2 cgroup ([`bpf`]; cgroup2 has no devices controller).
+//!
 //! Without root or any cgroup hierarchy jobs are held by their process group only, and flexd
 //! says so once when it starts.
 
+pub(crate) mod bpf;
+pub(crate) mod devices;
+#[cfg(test)]
+mod devices_tests;
 pub(crate) mod limits;
 #[cfg(test)]
 mod tests;
@@ -35,11 +44,17 @@ pub(crate) enum Controller {
     Memory,
     Pids,
     Cpuset,
+    /// The GPU device nodes a job may open.
+    Devices,
 }
 
 impl Controller {
-    pub(crate) const ALL: [Controller; 3] =
-        [Controller::Memory, Controller::Pids, Controller::Cpuset];
+    pub(crate) const ALL: [Controller; 4] = [
+        Controller::Memory,
+        Controller::Pids,
+        Controller::Cpuset,
+        Controller::Devices,
+    ];
 
     /// Its name in `cgroup.controllers` and in a v1 mount's options.
     pub(crate) fn name(self) -> &'static str {
@@ -47,6 +62,7 @@ impl Controller {
             Controller::Memory => "memory",
             Controller::Pids => "pids",
             Controller::Cpuset => "cpuset",
+            Controller::Devices => "devices",
         }
     }
 }
@@ -83,6 +99,14 @@ impl Hierarchy {
     /// the controllers on cgroup2, give a v1 cpuset its CPUs and memory nodes. Err when jobs
     /// can have no cgroup at all, saying why.
     pub(crate) fn set_up(mountinfo: &str) -> Result<Hierarchy, String> {
+        Self::set_up_with(mountinfo, bpf::supported)
+    }
+
+    /// [`Hierarchy::set_up`], with `bpf` saying whether BPF device programs can be loaded.
+    pub(crate) fn set_up_with(
+        mountinfo: &str,
+        bpf: impl Fn() -> Result<(), String>,
+    ) -> Result<Hierarchy, String> {
         let v2 = mount_point_in(mountinfo).map(|m| (flex_dir(&m), m));
         let v2_why = match &v2 {
             None => "no cgroup2 hierarchy is mounted".to_string(),
@@ -93,6 +117,9 @@ impl Hierarchy {
         let controllers = Controller::ALL
             .into_iter()
             .map(|c| {
+                if c == Controller::Devices {
+                    return (c, devices_place(mountinfo, v2.is_some(), &v2_why, &bpf));
+                }
                 let on_v2 = match &v2 {
                     Some((flex, mount)) => limits::enable_v2(mount, flex, c),
                     None => Err(v2_why.clone()),
@@ -152,12 +179,44 @@ impl Hierarchy {
             .find(|(k, _)| *k == c)
             .map(|(_, p)| p);
         match (place, &self.v2) {
+            (Some(Place::V2), Some(flex)) if c == Controller::Devices => {
+                format!(
+                    "by a BPF device program on cgroup v2 below {}",
+                    flex.display()
+                )
+            }
             (Some(Place::V2), Some(flex)) => format!("on cgroup v2 below {}", flex.display()),
             (Some(Place::V1(flex)), _) => format!("on cgroup v1 below {}", flex.display()),
             (Some(Place::Missing(why)), _) => format!("not enforced: {why}"),
             _ => "not enforced".into(),
         }
     }
+}
+
+/// Where jobs' devices are limited: the v1 devices hierarchy where one is mounted, else a BPF
+/// program on cgroup2 (`v2`: there is a usable cgroup2 `flex` directory, or why not).
+fn devices_place(
+    mountinfo: &str,
+    v2: bool,
+    v2_why: &str,
+    bpf: &impl Fn() -> Result<(), String>,
+) -> Place {
+    if let Some(root) = v1_mount_in(mountinfo, Controller::Devices) {
+        return match flex_dir(&root) {
+            Ok(flex) => Place::V1(flex),
+            Err(why) => Place::Missing(why),
+        };
+    }
+    let why = match v2 {
+        true => match bpf() {
+            Ok(()) => return Place::V2,
+            Err(why) => why,
+        },
+        false => v2_why.to_string(),
+    };
+    Place::Missing(format!(
+        "no cgroup v1 devices hierarchy is mounted and no BPF device program on cgroup2: {why}"
+    ))
 }
 
 /// `flex` below a hierarchy's root, created when missing.
@@ -180,6 +239,7 @@ fn controller_of(dir: &Path) -> Option<Controller> {
         (Controller::Memory, "memory.limit_in_bytes"),
         (Controller::Pids, "pids.max"),
         (Controller::Cpuset, "cpuset.cpus"),
+        (Controller::Devices, "devices.list"),
     ]
     .into_iter()
     .find(|(_, f)| dir.join(f).exists())

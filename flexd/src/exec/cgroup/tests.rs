@@ -72,7 +72,13 @@ const LIMITS: fn() -> Limits = || Limits {
     mem_bytes: 64 << 20,
     pids_max: 64,
     cpus: vec![2, 3],
+    devices: Vec::new(),
 };
+
+/// [`Hierarchy::set_up`] on a host whose kernel loads BPF device programs.
+fn set_up(mountinfo: &str) -> Result<Hierarchy, String> {
+    Hierarchy::set_up_with(mountinfo, || Ok(()))
+}
 
 #[test]
 fn v1_hierarchies_are_found_by_controller() {
@@ -119,9 +125,12 @@ fn a_pure_v2_host_enables_the_controllers_and_limits_in_the_jobs_cgroup() {
             ("cpuset.mems.effective", "0-1\n"),
         ],
     );
-    let h = Hierarchy::set_up(&mountinfo(tmp.path(), &[])).unwrap();
+    let h = set_up(&mountinfo(tmp.path(), &[])).unwrap();
     assert_eq!(h.v2, Some(mount.join("flex")));
     assert!(h.controllers.iter().all(|(_, p)| *p == Place::V2), "{h:?}");
+    assert!(h
+        .describe(Controller::Devices)
+        .starts_with("by a BPF device program on cgroup v2 below "));
     // Each controller was enabled for the jobs below `flex` (the last write stays in a file).
     assert_eq!(read(mount.join("flex/cgroup.subtree_control")), "+cpuset");
 
@@ -180,7 +189,7 @@ fn a_hybrid_host_limits_on_the_v1_hierarchies() {
         ],
     );
     cgroup_dir(&root.join("unified/flex"), &[("cgroup.procs", "")]);
-    for c in ["memory", "pids"] {
+    for c in ["memory", "pids", "devices"] {
         cgroup_dir(&root.join(c).join("flex"), &[("cgroup.procs", "")]);
     }
     // A new v1 cpuset has neither CPUs nor memory nodes.
@@ -196,7 +205,7 @@ fn a_hybrid_host_limits_on_the_v1_hierarchies() {
             ("cpuset.mems", "\n"),
         ],
     );
-    let h = Hierarchy::set_up(&mountinfo(root, &["memory", "pids", "cpuset"])).unwrap();
+    let h = set_up(&mountinfo(root, &["memory", "pids", "cpuset", "devices"])).unwrap();
     for (c, p) in &h.controllers {
         assert_eq!(*p, Place::V1(root.join(c.name()).join("flex")));
     }
@@ -215,11 +224,22 @@ fn a_hybrid_host_limits_on_the_v1_hierarchies() {
     let dir = |c: &str| root.join(c).join("flex/job-8.100");
     assert_eq!(
         cg.other_v1().collect::<Vec<_>>(),
-        [dir("memory"), dir("pids"), dir("cpuset")]
+        [dir("memory"), dir("pids"), dir("cpuset"), dir("devices")]
     );
     // With swap accounting the kernel shows memsw.
     std::fs::write(dir("memory").join("memory.memsw.limit_in_bytes"), "").unwrap();
-    cg.apply(&LIMITS()).unwrap();
+    std::fs::write(dir("devices").join("devices.deny"), "").unwrap();
+    let gpu = |minor| devices::Dev { major: 195, minor };
+    cg.apply(&Limits {
+        devices: vec![gpu(1), gpu(3)],
+        ..LIMITS()
+    })
+    .unwrap();
+    assert_eq!(
+        read(dir("devices").join("devices.deny")),
+        "c 195:1 rwm\nc 195:3 rwm\n",
+        "one rule per write"
+    );
     let bytes = (64u64 << 20).to_string();
     assert_eq!(read(dir("memory").join("memory.limit_in_bytes")), bytes);
     assert_eq!(
@@ -272,9 +292,20 @@ fn a_missing_controller_is_said_and_jobs_still_get_a_cgroup() {
     cgroup_dir(&root.join("unified"), &[("cgroup.controllers", "")]);
     cgroup_dir(&root.join("unified/flex"), &[("cgroup.procs", "")]);
     cgroup_dir(&root.join("memory/flex"), &[("cgroup.procs", "")]);
-    let h = Hierarchy::set_up(&mountinfo(root, &["memory"])).unwrap();
+    let h = Hierarchy::set_up_with(&mountinfo(root, &["memory"]), || {
+        Err("the kernel refuses a BPF device program (Operation not permitted)".into())
+    })
+    .unwrap();
     let missing: Vec<_> = h.missing().map(|(c, _)| c).collect();
-    assert_eq!(missing, [Controller::Pids, Controller::Cpuset]);
+    assert_eq!(
+        missing,
+        [Controller::Pids, Controller::Cpuset, Controller::Devices]
+    );
+    let why = h.describe(Controller::Devices);
+    assert!(
+        why.contains("no cgroup v1 devices hierarchy") && why.contains("refuses a BPF"),
+        "{why}"
+    );
     assert!(
         h.describe(Controller::Pids)
             .contains("no cgroup v1 pids hierarchy"),
