@@ -6,7 +6,7 @@
 //! the kernel's cgroup write lock, which waits for an RCU grace period (10-15 ms measured on a
 //! hybrid-cgroup VM, most of a job's start), while a process created inside its cgroup takes
 //! only the read side. Elsewhere the child is forked and joins by writing `cgroup.procs`. On
-//! a hybrid host the child also joins its memory, pids and cpuset cgroups of the v1
+//! a hybrid host the child also joins its memory, pids, cpuset and devices cgroups of the v1
 //! hierarchies (clone3 creates into one cgroup2 cgroup only), while it is still root and
 //! before it runs anything of the job's.
 //!
