@@ -88,6 +88,7 @@ fn nvml(rounds: u32) {
                 .map_or_else(String::new, |g| g.uuid.clone()),
             gpu_share: l.sm_slices as f64 / 7.0,
             gpu_instance: l.gpu_instance,
+            leaf_mem_bytes: l.memory_bytes,
         })
         .collect();
     let first = t.read(&targets);

@@ -274,9 +274,9 @@ fn gpu_devices(paths: &Paths, found: &Discovered, settings: &Settings) -> (GpuDe
 }
 
 /// The GPU telemetry sampler of this host: NVML where the host model came from it, else the
-/// samples file the simulated topology names; None (said in the log) when there is neither.
+/// samples file or seed the simulated topology names; None (said in the log) when there is neither.
 fn sampler(paths: &Paths, source: &str, settings: &Settings) -> Option<crate::telemetry::Sampler> {
-    use gres_plugin::telemetry::{file::FileTelemetry, nvml::NvmlTelemetry, Telemetry};
+    use gres_plugin::telemetry::{nvml::NvmlTelemetry, Telemetry};
     let period = settings.telemetry_period.as_secs_f64();
     let telemetry: Box<dyn Telemetry> = if source == "nvml" {
         match NvmlTelemetry::open() {
@@ -288,16 +288,18 @@ fn sampler(paths: &Paths, source: &str, settings: &Settings) -> Option<crate::te
         }
     } else {
         let topology = gres_plugin::probe::topology::FileProbe::new(paths.topology.clone());
-        match topology.telemetry_file() {
-            Ok(Some(file)) => match FileTelemetry::open(&file) {
-                Ok(t) => Box::new(t),
+        match topology.telemetry() {
+            Ok(Some(sim)) => match sim.open() {
+                Ok(t) => t,
                 Err(e) => {
                     tracing::warn!("no GPU telemetry: {e}");
                     return None;
                 }
             },
             Ok(None) => {
-                tracing::info!("no GPU telemetry: the simulated topology names no samples file");
+                tracing::info!(
+                    "no GPU telemetry: the simulated topology names no samples file or seed"
+                );
                 return None;
             }
             Err(e) => {

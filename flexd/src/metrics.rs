@@ -184,8 +184,8 @@ impl Metrics {
 }
 
 /// The latest GPU telemetry of each leaf a job holds, with the job's id; a figure the leaf
-/// did not report is left out. `source` is `nvml` or `simulated (FILE)`; the `source` label
-/// says `nvml` or `simulated`.
+/// did not report is left out. `source` is `nvml`, `simulated (FILE)` or `simulated (seed
+/// N)`; the `source` label says `nvml` or `simulated`.
 pub(crate) fn render_telemetry(o: &mut String, source: &str, gauges: &[LeafGauge]) {
     let short = if source.starts_with("simulated") {
         "simulated"

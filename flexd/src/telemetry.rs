@@ -4,87 +4,11 @@
 //! a `flex_proto::GpuUsage`, goes to the database for accounting. The latest readings are kept
 //! for the metrics endpoint. A restarted flexd starts its jobs' totals again.
 
+use flex_proto::gpu::GpuTotals;
 use flex_proto::GpuUsage;
 use gres_plugin::telemetry::{Reading, Target, Telemetry};
 use gres_plugin::{JobId, LeafId};
 use std::collections::BTreeMap;
-
-/// One job's running totals. A sample counts (for `samples`, and for a figure) when at least
-/// one of the job's leaves reported something (that figure); the job's value at a sample is
-/// the sum over the leaves that did.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct Totals {
-    samples: u32,
-    mem_n: u32,
-    mem_sum: u128,
-    mem_max: u64,
-    util_n: u32,
-    util_sum: f64,
-    util_max: f64,
-    /// Joules so far, when any sample reported power.
-    energy_j: Option<f64>,
-}
-
-impl Totals {
-    /// Add one sample of the job's leaves (`readings`, with the part of its GPU each is),
-    /// `period_s` after the one before.
-    pub(crate) fn add<'a>(
-        &mut self,
-        readings: impl IntoIterator<Item = (&'a Reading, f64)>,
-        period_s: f64,
-    ) {
-        let (mut mem, mut util): (Option<u64>, Option<f64>) = (None, None);
-        let mut powered = false;
-        for (r, gpu_share) in readings {
-            if let Some(w) = r.gpu_power_w {
-                *self.energy_j.get_or_insert(0.0) += w * gpu_share * period_s;
-                powered = true;
-            }
-            if let Some(m) = r.mem_bytes {
-                mem = Some(mem.unwrap_or(0) + m);
-            }
-            if let Some(u) = r.util_pct {
-                util = Some(util.unwrap_or(0.0) + u);
-            }
-        }
-        if mem.is_some() || util.is_some() || powered {
-            self.samples += 1;
-        }
-        if let Some(m) = mem {
-            self.mem_n += 1;
-            self.mem_sum += m as u128;
-            self.mem_max = self.mem_max.max(m);
-        }
-        if let Some(u) = util {
-            self.util_n += 1;
-            self.util_sum += u;
-            self.util_max = self.util_max.max(u);
-        }
-    }
-
-    /// The job's summary; None when no sample reported anything.
-    pub(crate) fn summary(&self, source: &str, period_s: f64) -> Option<GpuUsage> {
-        if self.mem_n == 0 && self.util_n == 0 && self.energy_j.is_none() {
-            return None;
-        }
-        // Means rounded to whole bytes and hundredths of a percent, so that a summary reads
-        // the same wherever it is computed.
-        let mem_ave = (self.mem_n > 0)
-            .then(|| ((self.mem_sum + self.mem_n as u128 / 2) / self.mem_n as u128) as u64);
-        let util_ave =
-            (self.util_n > 0).then(|| (self.util_sum / self.util_n as f64 * 100.0).round() / 100.0);
-        Some(GpuUsage {
-            source: source.to_string(),
-            samples: self.samples,
-            period_s,
-            mem_max_bytes: (self.mem_n > 0).then_some(self.mem_max),
-            mem_ave_bytes: mem_ave,
-            util_max_pct: (self.util_n > 0).then_some(self.util_max),
-            util_ave_pct: util_ave,
-            energy_j: self.energy_j.map(|j| (j * 10.0).round() / 10.0),
-        })
-    }
-}
 
 /// What the metrics endpoint shows of a leaf: its latest reading and the job holding it.
 #[derive(Clone, Debug, PartialEq)]
@@ -102,7 +26,7 @@ pub(crate) struct Sampler {
     source: Box<dyn Telemetry>,
     label: String,
     period_s: f64,
-    totals: BTreeMap<JobId, Totals>,
+    totals: BTreeMap<JobId, GpuTotals>,
 }
 
 impl std::fmt::Debug for Sampler {
@@ -178,6 +102,7 @@ pub(crate) fn targets(core: &crate::server::Core) -> Vec<(Target, u32)> {
                 gpu_uuid: gpu.uuid.clone(),
                 gpu_share: leaf.sm_slices as f64 / 7.0 * u.share as f64 / 1000.0,
                 gpu_instance: leaf.gpu_instance,
+                leaf_mem_bytes: leaf.memory_bytes,
             };
             v.push((target, leaf.gpu.0));
         }
@@ -251,6 +176,7 @@ mod tests {
             gpu_uuid: "GPU-0".into(),
             gpu_share: 1.0 / 7.0,
             gpu_instance: Some(leaf),
+            leaf_mem_bytes: 5 << 30,
         }
     }
 
@@ -286,44 +212,6 @@ mod tests {
                     energy_j: Some(2485.7),
                 }
             )]
-        );
-    }
-
-    #[test]
-    fn a_job_whose_leaves_report_nothing_has_no_summary() {
-        let mut t = Totals::default();
-        let r = Reading {
-            leaf: LeafId(0),
-            job: JobId(1),
-            mem_bytes: None,
-            util_pct: None,
-            gpu_power_w: None,
-        };
-        t.add([(&r, 1.0)], 1.0);
-        assert_eq!(t.summary("nvml", 1.0), None);
-        // Memory without utilisation or power: those are not reported, never 0.
-        let mem = Reading {
-            mem_bytes: Some(10),
-            ..r.clone()
-        };
-        t.add([(&mem, 1.0)], 1.0);
-        let s = t.summary("nvml", 1.0).unwrap();
-        assert_eq!(
-            (s.mem_max_bytes, s.util_max_pct, s.util_ave_pct, s.energy_j),
-            (Some(10), None, None, None)
-        );
-        assert_eq!(s.samples, 1);
-        // A half share of a whole GPU: half its GPU's power, and nothing else of its own.
-        let mut share = Totals::default();
-        let power = Reading {
-            gpu_power_w: Some(400.0),
-            ..r
-        };
-        share.add([(&power, 0.5)], 2.0);
-        let s = share.summary("nvml", 2.0).unwrap();
-        assert_eq!(
-            (s.samples, s.mem_max_bytes, s.energy_j),
-            (1, None, Some(400.0))
         );
     }
 }

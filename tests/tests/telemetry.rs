@@ -178,3 +178,98 @@ fn a_jobs_gpu_summary_and_efficiency_are_what_the_samples_say() {
         "{eff}"
     );
 }
+
+/// A topology naming a seed: flexd samples the generator, and the job's summary is what the
+/// generator's series for that job and its leaves makes (computed here through the same
+/// library, for as many samples as flexd took), labelled `simulated (seed 7)` in flexacct,
+/// flexeff and the metrics endpoint.
+#[test]
+fn a_seeded_topology_gives_the_generators_figures_labelled_simulated() {
+    use gres_plugin::telemetry::{gen::GenTelemetry, Target, Telemetry};
+    let scratch = tempfile::tempdir().expect("temporary directory");
+    let shipped = gres_plugin::topology::builtin("a100-40gb-x2.toml").expect("shipped");
+    let topo = scratch.path().join("a100-gen.toml");
+    std::fs::write(&topo, format!("telemetry_seed = 7\n{shipped}")).expect("write");
+    let addr = free_address();
+    let config = format!("telemetry_period = \"1s\"\nmetrics_listen = \"{addr}\"");
+    let d = Daemon::start_with(topo.to_str().unwrap(), &config);
+    let job = submit(
+        &d,
+        scratch.path(),
+        "two.sh",
+        "#!/bin/sh\nsleep 4\n",
+        &["--leaves", "2"],
+    );
+    wait_running(&d, job);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !http_get(&addr, "/metrics")
+        .1
+        .contains(&format!("job=\"{job}\",source=\"simulated\"}}"))
+    {
+        assert!(Instant::now() < deadline, "no simulated gauge of job {job}");
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    d.wait_finished(job);
+    let rec = record_with_usage(&d, job);
+    let usage: flex_proto::GpuUsage =
+        serde_json::from_value(rec["gpu_usage"].clone()).expect("a summary");
+    assert_eq!(usage.source, "simulated (seed 7)");
+
+    // The same series through the library: the job's leaves, as many samples as it took.
+    let host = flexd_host(&topo);
+    let targets: Vec<Target> = rec["leaves"]
+        .as_array()
+        .expect("leaves")
+        .iter()
+        .map(|l| {
+            let leaf = host
+                .leaves
+                .iter()
+                .find(|x| x.uuid == l["uuid"].as_str().expect("a UUID"))
+                .expect("the leaf is the topology's");
+            let gpu = host.gpus.iter().find(|g| g.index == leaf.gpu).unwrap();
+            Target {
+                leaf: leaf.id,
+                uuid: leaf.uuid.clone(),
+                job,
+                whole: true,
+                gpu_uuid: gpu.uuid.clone(),
+                gpu_share: leaf.sm_slices as f64 / 7.0,
+                gpu_instance: leaf.gpu_instance,
+                leaf_mem_bytes: leaf.memory_bytes,
+            }
+        })
+        .collect();
+    assert_eq!(targets.len(), 2, "{rec}");
+    let mut gen = GenTelemetry::new(7);
+    let mut totals = flex_proto::gpu::GpuTotals::default();
+    for _ in 0..usage.samples {
+        let r = gen.read(&targets);
+        totals.add(r.iter().zip(&targets).map(|(r, t)| (r, t.gpu_share)), 1.0);
+    }
+    assert_eq!(totals.summary("simulated (seed 7)", 1.0), Some(usage));
+
+    let out = cmd(&d, "flexacct")
+        .args(["-n", "-P", "-j", &job.to_string()])
+        .args(["-o", "TRESUsageInMax,GPUTelemetry"])
+        .output()
+        .expect("run flexacct");
+    assert!(
+        text(&out.stdout).ends_with("|simulated (seed 7)\n"),
+        "{out:?}"
+    );
+    assert!(text(&out.stderr).contains("simulated telemetry"), "{out:?}");
+    let eff = flexeff(&d, job);
+    assert!(
+        eff.contains("GPU Telemetry: simulated (seed 7), ")
+            && eff.contains("(simulated)\nGPU Memory Utilized:"),
+        "{eff}"
+    );
+}
+
+/// The host model flexd builds from a topology file.
+fn flexd_host(topo: &Path) -> gres_plugin::HostModel {
+    let text = std::fs::read_to_string(topo).expect("read the topology");
+    let raw = gres_plugin::topology::parse(&text, "test").expect("parse");
+    gres_plugin::probe::build_host(&raw).expect("build")
+}

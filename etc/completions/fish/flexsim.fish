@@ -46,7 +46,8 @@ complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l topology -d 'Top
 complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l hosts -d 'Copies of the topology\'s host' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l host-mem-gib -d 'Host memory (RAM) of each host in GiB, in place of the topology\'s memory_gib; 0 for no limit. Only a trace\'s host_mem column (or ReqMem) asks for host memory' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l gantt -d 'Also write a Gantt chart of the run (SVG)' -r -F
-complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l jobs-out -d 'Also write every job\'s times (CSV)' -r -F
+complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l jobs-out -d 'Also write every job\'s times (CSV), and its simulated GPU usage where the topology names a telemetry source' -r -F
+complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l telemetry-period-s -d 'Seconds between simulated GPU telemetry samples of a job (where the topology names a samples file or telemetry_seed), as flexd.toml\'s telemetry_period' -r
 complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l json -d 'Print JSON instead of a table'
 complete -c flexsim -n "__fish_flexsim_using_subcommand run" -l csv -d 'Print CSV (a header and one row) instead of a table'
 complete -c flexsim -n "__fish_flexsim_using_subcommand run" -s v -l verbose -d 'More log output (-v info, -vv debug); FLEX_LOG overrides'

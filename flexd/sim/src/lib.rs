@@ -8,7 +8,8 @@
 //!   simulator needs on top of [`Model`] (slice accounting, run times, reconfigurations).
 //! - [`engine`] is the discrete-event loop; [`exec_model`] the run-time model; [`metrics`],
 //!   [`compare`] and [`charts`] turn runs into numbers, tables and SVG charts; [`cli`] is the
-//!   `flexsim` command line.
+//!   `flexsim` command line; [`telemetry`] samples a run's jobs through the simulated GPU
+//!   telemetry a topology names.
 //!
 //! Time is whole seconds throughout, as in the core: trace times and run times are rounded up.
 
@@ -23,6 +24,7 @@ pub mod metrics;
 pub mod models;
 mod queue;
 pub mod sweep;
+pub mod telemetry;
 pub mod trace;
 
 pub use engine::{simulate, JobRecord, RunResult, SimConfig};

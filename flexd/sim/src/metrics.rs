@@ -51,6 +51,9 @@ pub struct Metrics {
     pub reconfig_s: u64,
     /// Job-seconds suspended by drains.
     pub suspended_job_s: u64,
+    /// Simulated GPU telemetry of the run, where the topology names a source (`flexsim run`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<crate::telemetry::GpuTelemetry>,
 }
 
 impl Metrics {
@@ -95,13 +98,14 @@ impl Metrics {
             reconfigurations: r.reconfigurations,
             reconfig_s: r.reconfigurations * r.drain_s,
             suspended_job_s: r.suspended_job_s,
+            gpu: None,
         }
     }
 
     /// (name, value as text) in display order.
     pub fn fields(&self) -> Vec<(&'static str, String)> {
         let s1 = |v: f64| format!("{v:.1}");
-        vec![
+        let mut f = vec![
             ("model", self.model.to_string()),
             ("policy", self.policy.clone()),
             ("jobs", self.jobs.to_string()),
@@ -126,7 +130,9 @@ impl Metrics {
             ("reconfigurations", self.reconfigurations.to_string()),
             ("reconfig_s", self.reconfig_s.to_string()),
             ("suspended_job_s", self.suspended_job_s.to_string()),
-        ]
+        ];
+        f.extend(self.gpu.iter().flat_map(|g| g.fields()));
+        f
     }
 
     /// A two-column table: metric, value.

@@ -307,8 +307,8 @@ pub struct AcctRecord {
 /// sample). A figure the hardware did not report is None ("not reported"), never a guess.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GpuUsage {
-    /// Where the samples came from: `nvml`, or `simulated (FILE)` for a simulated topology's
-    /// telemetry file.
+    /// Where the samples came from: `nvml`, or for a simulated topology `simulated (FILE)`
+    /// (its samples file) or `simulated (seed N)` (its generator).
     pub source: String,
     /// Samples taken while the job ran in which any of its leaves reported something.
     pub samples: u32,

@@ -157,7 +157,6 @@ fn gpu_advice(r: &AcctRecord, g: &GpuUsage) -> Option<Advice> {
         return None;
     }
     let label = if g.simulated() { " (simulated)" } else { "" };
-    let compute = (util / 100.0).ceil().max(1.0) as usize;
     if r.leaves.len() == 1 && r.leaves[0].profile == "gpu" {
         // One whole GPU: the share of it that holds both peaks, in tenths.
         let total = r.leaves[0].memory_bytes?;
@@ -173,25 +172,15 @@ fn gpu_advice(r: &AcctRecord, g: &GpuUsage) -> Option<Advice> {
             ),
         });
     }
-    // The fewest of its leaves, largest first, that hold the peak memory.
-    let mut sizes: Vec<u64> = r.leaves.iter().filter_map(|l| l.memory_bytes).collect();
+    let sizes: Vec<u64> = r.leaves.iter().filter_map(|l| l.memory_bytes).collect();
     if sizes.len() != r.leaves.len() {
         return None;
     }
-    sizes.sort_unstable_by(|a, b| b.cmp(a));
-    let mut held = 0u64;
-    let memory = sizes
-        .iter()
-        .position(|s| {
-            held += s;
-            held >= mem
-        })
-        .map_or(sizes.len(), |i| i + 1);
-    let need = compute.max(memory);
+    let need = flex_proto::gpu::leaves_needed(g, &sizes)?;
     if need >= r.leaves.len() {
         return None;
     }
-    let worth = if compute == 1 { "leaf's" } else { "leaves'" };
+    let worth = if util <= 100.0 { "leaf's" } else { "leaves'" };
     Some(Advice {
         option: format!("--leaves {need}"),
         because: format!(

@@ -7,6 +7,7 @@ pub use crate::cpus::{format_cpu_list, parse_cpu_list};
 use crate::ids::CoreId;
 use crate::mig::{layout, parse_profile, Profile};
 use crate::model::{Core, LinkLevel};
+use crate::telemetry::Simulated;
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -68,6 +69,8 @@ struct File {
     /// relative to this file's directory: where flexd finds the numbers of the devices it
     /// denies to the jobs not given them. None: the simulated GPUs have no device nodes.
     device_root: Option<String>,
+    /// A seed for simulated GPU telemetry drawn per job (`crate::telemetry::gen`).
+    telemetry_seed: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -141,6 +144,30 @@ pub fn stable_uuid(prefix: &str, name: &str) -> String {
         b >> 48,
         b & 0xffff_ffff_ffff
     )
+}
+
+/// The simulated telemetry a topology's text names: `telemetry = "FILE"` (resolved against
+/// `dir`, the topology file's directory) or `telemetry_seed = N`; None when it names neither.
+pub fn telemetry_source(
+    text: &str,
+    origin: &str,
+    dir: &std::path::Path,
+) -> Result<Option<Simulated>, TopologyError> {
+    let file: File = toml::from_str(text).map_err(|e| TopologyError::Syntax {
+        origin: origin.to_string(),
+        message: e.to_string().trim_end().to_string(),
+    })?;
+    match (file.telemetry, file.telemetry_seed) {
+        (Some(_), Some(_)) => Err(TopologyError::Invalid {
+            origin: origin.to_string(),
+            message: "telemetry (a samples file) and telemetry_seed (a generator) name two \
+                      telemetry sources; keep one"
+                .into(),
+        }),
+        (Some(f), None) => Ok(Some(Simulated::File(dir.join(f)))),
+        (None, Some(seed)) => Ok(Some(Simulated::Seed(seed))),
+        (None, None) => Ok(None),
+    }
 }
 
 /// Parse a topology file's text into probe output. `origin` names it in errors.
@@ -380,27 +407,22 @@ impl FileProbe {
         Self { path }
     }
 
-    /// The simulated telemetry file the topology names (`telemetry = "FILE"`), resolved
-    /// against the topology file's directory; None when it names none.
-    pub fn telemetry_file(&self) -> Result<Option<PathBuf>, TopologyError> {
-        self.relative(|f| f.telemetry)
+    /// The simulated telemetry the topology names ([`telemetry_source`]).
+    pub fn telemetry(&self) -> Result<Option<Simulated>, TopologyError> {
+        let dir = self.path.parent().unwrap_or(std::path::Path::new(""));
+        telemetry_source(&self.text()?, &self.path.display().to_string(), dir)
     }
 
     /// The directory the topology names as the root of its GPUs' device nodes (`device_root
     /// = "DIR"`), resolved against the topology file's directory; None when it names none.
     pub fn device_root(&self) -> Result<Option<PathBuf>, TopologyError> {
-        self.relative(|f| f.device_root)
-    }
-
-    /// A path the file names (by `key`), resolved against the file's directory.
-    fn relative(&self, key: fn(File) -> Option<String>) -> Result<Option<PathBuf>, TopologyError> {
         let origin = self.path.display().to_string();
         let file: File = toml::from_str(&self.text()?).map_err(|e| TopologyError::Syntax {
             origin,
             message: e.to_string().trim_end().to_string(),
         })?;
         let dir = self.path.parent().unwrap_or(std::path::Path::new(""));
-        Ok(key(file).map(|t| dir.join(t)))
+        Ok(file.device_root.map(|t| dir.join(t)))
     }
 
     fn text(&self) -> Result<String, TopologyError> {

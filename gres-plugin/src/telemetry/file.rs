@@ -145,6 +145,10 @@ impl Telemetry for FileTelemetry {
             })
             .collect()
     }
+
+    fn resume(&mut self, job: JobId, leaf: LeafId, taken: u32) {
+        self.taken.insert((job, leaf), taken);
+    }
 }
 
 #[cfg(test)]
@@ -160,6 +164,7 @@ mod tests {
             gpu_uuid: "GPU-0".into(),
             gpu_share: 1.0 / 7.0,
             gpu_instance: Some(leaf),
+            leaf_mem_bytes: 5 << 30,
         }
     }
 

@@ -1,13 +1,16 @@
 //! GPU telemetry per leaf: what the hardware says each leaf of a running job uses, read every
 //! sampling period. The interface ([`Telemetry`], [`Reading`]) and its sources: [`nvml`] on
-//! real GPUs (behind the `nvml` feature) and [`file`], the samples a simulated topology names.
-//! A figure a source cannot give is None ("not reported"), never a made-up number.
+//! real GPUs (behind the `nvml` feature), and for simulated topologies ([`Simulated`]) [`file`],
+//! a file of samples, or [`gen`], samples drawn from a seed. A figure a source cannot give is
+//! None ("not reported"), never a made-up number.
 
 pub mod file;
+pub mod gen;
 #[cfg(feature = "nvml")]
 pub mod nvml;
 
 use crate::ids::{JobId, LeafId};
+use std::path::PathBuf;
 
 /// One leaf to sample: which job holds it, and whether the job holds all of it (a share of a
 /// whole GPU cannot be told apart from the other jobs on it, so its memory and utilisation are
@@ -24,6 +27,8 @@ pub struct Target {
     pub gpu_share: f64,
     /// The GPU instance of a MIG leaf (GPM samples a MIG leaf through its GPU by this id).
     pub gpu_instance: Option<u32>,
+    /// The leaf's GPU memory, bytes (the simulated generator fills a part of it).
+    pub leaf_mem_bytes: u64,
 }
 
 /// What one leaf reported at one sample.
@@ -45,4 +50,27 @@ pub trait Telemetry: Send {
     fn label(&self) -> String;
     /// One sample of each target, in the targets' order.
     fn read(&mut self, targets: &[Target]) -> Vec<Reading>;
+    /// `job` has taken `taken` samples of `leaf` already (before flexd restarted): a source
+    /// that reads a series per job goes on from there.
+    fn resume(&mut self, job: JobId, leaf: LeafId, taken: u32) {
+        let _ = (job, leaf, taken);
+    }
+}
+
+/// The telemetry a simulated topology names: a samples file (`telemetry = "FILE"`) or a seed
+/// (`telemetry_seed = N`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Simulated {
+    File(PathBuf),
+    Seed(u64),
+}
+
+impl Simulated {
+    /// The source, ready to read; an error names the file and what is wrong with it.
+    pub fn open(&self) -> Result<Box<dyn Telemetry>, file::FileError> {
+        Ok(match self {
+            Simulated::File(p) => Box::new(file::FileTelemetry::open(p)?),
+            Simulated::Seed(s) => Box::new(gen::GenTelemetry::new(*s)),
+        })
+    }
 }

@@ -4,6 +4,7 @@ use super::{exec_model, flexd_policy, hardware, parse_policy, write_atomic, HwAr
 use crate::charts;
 use crate::metrics::Metrics;
 use crate::models::ModelKind;
+use crate::telemetry;
 use crate::trace::{kind_name, Trace};
 use crate::{RunResult, SimConfig, SimError};
 use clap::Args;
@@ -45,9 +46,14 @@ pub(super) struct RunArgs {
     /// Also write a Gantt chart of the run (SVG).
     #[arg(long)]
     gantt: Option<PathBuf>,
-    /// Also write every job's times (CSV).
+    /// Also write every job's times (CSV), and its simulated GPU usage where the topology
+    /// names a telemetry source.
     #[arg(long)]
     jobs_out: Option<PathBuf>,
+    /// Seconds between simulated GPU telemetry samples of a job (where the topology names a
+    /// samples file or telemetry_seed), as flexd.toml's telemetry_period.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    telemetry_period_s: u64,
 }
 
 /// Replay the trace, write the files asked for and print the run's metrics.
@@ -66,7 +72,8 @@ pub(super) fn run(a: RunArgs) -> Result<(), SimError> {
         policy,
         drain_s: a.sim.drain_s,
         exec,
-        record_rows: a.gantt.is_some(),
+        // The leaves each job held, for the simulated telemetry.
+        record_rows: a.gantt.is_some() || (hw.telemetry.is_some() && a.model == ModelKind::Fm),
         fairshare: None,
     };
     let r = hw.run(a.model, &trace, &cfg).map_err(SimError::Topology)?;
@@ -86,8 +93,21 @@ pub(super) fn run(a: RunArgs) -> Result<(), SimError> {
             if r.not_run.len() > 5 { "; ..." } else { "" }
         );
     }
+    let gpu = match &hw.telemetry {
+        Some(_) if a.model != ModelKind::Fm => {
+            eprintln!(
+                "flexsim: the topology's simulated GPU telemetry samples Flex-MIG (fm) runs only"
+            );
+            None
+        }
+        Some(source) => Some(
+            telemetry::sample(&r, &hw, source, a.telemetry_period_s).map_err(SimError::Topology)?,
+        ),
+        None => None,
+    };
     if let Some(p) = &a.jobs_out {
-        write_atomic(p, jobs_csv(&r).as_bytes())?;
+        let per_job = gpu.as_ref().map(|(jobs, _)| jobs.as_slice());
+        write_atomic(p, jobs_csv(&r, per_job).as_bytes())?;
     }
     if let Some(p) = &a.gantt {
         let title = format!(
@@ -98,7 +118,8 @@ pub(super) fn run(a: RunArgs) -> Result<(), SimError> {
         );
         write_atomic(p, charts::gantt(&r, &title, p)?.as_bytes())?;
     }
-    let m = Metrics::of(&r);
+    let mut m = Metrics::of(&r);
+    m.gpu = gpu.map(|(_, summary)| summary);
     if a.json {
         println!(
             "{}",
@@ -112,14 +133,20 @@ pub(super) fn run(a: RunArgs) -> Result<(), SimError> {
     Ok(())
 }
 
-/// Every job's times, one row each.
-pub fn jobs_csv(r: &RunResult) -> String {
+/// Every job's times, one row each, and its simulated GPU usage (`gpu`, in the run's job
+/// order) where there is any.
+pub fn jobs_csv(r: &RunResult, gpu: Option<&[telemetry::JobGpu]>) -> String {
     let mut s = String::from(
-        "job_id,kind,leaves,submit_s,start_s,end_s,wait_s,run_s,drain_s,jct_s,ext_frag_s,slices\n",
+        "job_id,kind,leaves,submit_s,start_s,end_s,wait_s,run_s,drain_s,jct_s,ext_frag_s,slices",
     );
-    for j in &r.jobs {
+    if gpu.is_some() {
+        s += ",";
+        s += telemetry::JOB_COLUMNS;
+    }
+    s += "\n";
+    for (i, j) in r.jobs.iter().enumerate() {
         s += &format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
             j.id,
             kind_name(j.kind),
             j.leaves,
@@ -133,6 +160,11 @@ pub fn jobs_csv(r: &RunResult) -> String {
             j.ext_frag_s,
             j.slices
         );
+        if let Some(g) = gpu {
+            s += ",";
+            s += &telemetry::job_fields(&g[i]);
+        }
+        s += "\n";
     }
     s
 }

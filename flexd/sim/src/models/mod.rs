@@ -219,6 +219,8 @@ pub struct Hardware {
     pub hosts: Vec<Arc<HostModel>>,
     /// Where the topology came from (a file path or a built-in name).
     pub origin: String,
+    /// The simulated GPU telemetry the topology names, if any.
+    pub telemetry: Option<gres_plugin::telemetry::Simulated>,
 }
 
 impl Hardware {
@@ -247,6 +249,9 @@ impl Hardware {
             ));
         };
         let raw = topo::parse(&text, topology).map_err(|e| e.to_string())?;
+        let dir = path.parent().filter(|_| path.is_file());
+        let telemetry = topo::telemetry_source(&text, topology, dir.unwrap_or(path))
+            .map_err(|e| e.to_string())?;
         let host = probe::build_host(&raw).map_err(|e| format!("topology {topology}: {e}"))?;
         for g in &host.gpus {
             check_mig(&host, g)?;
@@ -255,6 +260,7 @@ impl Hardware {
         Ok(Self {
             hosts: vec![host; n],
             origin: topology.to_string(),
+            telemetry,
         })
     }
 
