@@ -47,20 +47,39 @@ fn a_pending_job_shows_its_reason_and_state_filters_work() {
 
     // The formats scripts parse, as squeue prints them.
     let squeue = |args: &[&str]| text(&cmd(&d, "flexq").args(args).output().unwrap().stdout);
+    // In squeue's order: by state code (PD before R), then priority.
     let out = squeue(&["-h", "-o", "%i|%j|%t|%D|%C|%b|%R"]);
     assert_eq!(
         out,
-        format!("{big}|big.sh|R|1|14|gres/gpu:14|{host}\n{waiting}|wait.sh|PD|1|2|gres/gpu:2|(Resources)\n",
+        format!("{waiting}|wait.sh|PD|1|2|gres/gpu:2|(Resources)\n{big}|big.sh|R|1|14|gres/gpu:14|{host}\n",
             host = running[0].alloc.as_ref().unwrap().host)
+    );
+    // What flexd reads of the submission from its database: group, directory, script.
+    let out = squeue(&[
+        "-h",
+        "-j",
+        &waiting.to_string(),
+        "-o",
+        "%G|%Z|%o|%f|%U|%E|%c",
+    ]);
+    let dir = std::fs::canonicalize(&dir).unwrap();
+    assert_eq!(
+        out,
+        format!(
+            "{gid}|{d}|{d}/wait.sh|(null)|{uid}|(null)|2\n",
+            gid = nix::unistd::getgid(),
+            uid = nix::unistd::getuid(),
+            d = dir.display()
+        )
     );
     let out = squeue(&["--me", "-n", "wait.sh", "-O", "JobID:8,State:.10"]);
     assert_eq!(out, format!("JOBID        STATE\n{waiting:<8}   PENDING\n"));
     let out = squeue(&["--start", "-h"]);
     assert_eq!(out.lines().count(), 1, "{out}");
     assert!(out.contains(" PD ") && out.contains("(Resources)"), "{out}");
-    let out = cmd(&d, "flexq").args(["-o", "%i %Z"]).output().unwrap();
+    let out = cmd(&d, "flexq").args(["-o", "%i %s"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(text(&out.stderr).contains("%Z"), "{out:?}");
+    assert!(text(&out.stderr).contains("%s"), "{out:?}");
     let out = cmd(&d, "flexcancel")
         .arg(big.to_string())
         .arg(waiting.to_string())

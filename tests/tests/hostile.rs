@@ -157,6 +157,8 @@ fn request(blocker: JobId) -> impl Strategy<Value = Request> {
                     include_finished,
                     after,
                     arrays: rows.then_some(flex_proto::ArrayRows::Collapse),
+                    // A listing of full views reads each job's details from the database.
+                    details: !rows,
                 };
                 if rows {
                     Request::QueueRows(f)

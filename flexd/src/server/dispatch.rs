@@ -17,7 +17,14 @@ pub(crate) async fn dispatch(shared: &Shared, peer: &Peer, req: Request) -> Resp
             submit::default_account(shared, peer, &mut spec);
             shared.with_core(|c| test_only::test_only(&c.settings, &mut c.state, peer, spec, now))
         }
-        Request::Queue(f) => shared.with_core(|c| queue::queue(&c.state, &f)),
+        Request::Queue(f) => {
+            let page = shared.with_core(|c| queue::queue(&c.state, &f));
+            if f.details {
+                queue::with_details(shared, page).await
+            } else {
+                page
+            }
+        }
         Request::QueueRows(f) => shared.with_core(|c| queue::queue_rows(&c.state, &f, now)),
         Request::Cancel(req) => shared.with_core(|c| cancel::cancel(&mut c.state, peer, &req, now)),
         Request::Control(req) => {

@@ -66,6 +66,8 @@ impl State {
             nice: r.q.nice,
             qos: r.qos.as_deref().map(String::from),
             comment: r.q.comment.as_deref().map(String::from),
+            pending_tasks: None,
+            details: None,
         }
     }
 
@@ -114,19 +116,26 @@ impl State {
 
     /// `[4-15%2]`: the pending tasks of `j`'s array, as squeue writes them.
     fn pending_tasks_text(&self, j: &Job) -> String {
-        let Some(g) = self.group(group_id(j)) else {
-            return j.row.q.array.map_or(String::new(), |a| a.index.to_string());
-        };
+        match self.pending_tasks(j) {
+            Some(t) => format!("[{t}]"),
+            None => j.row.q.array.map_or(String::new(), |a| a.index.to_string()),
+        }
+    }
+
+    /// `4-15%2`: the pending tasks of `j`'s array and its throttle (squeue's `%K` of the
+    /// array's one pending row); None when `j` is no array task.
+    pub(crate) fn pending_tasks(&self, j: &Job) -> Option<String> {
+        j.row.q.array?;
+        let g = self.group(group_id(j))?;
         let indices = g
             .pending()
             .iter()
             .filter_map(|id| Some(self.jobs.get(id)?.row.q.array?.index));
-        let mut text = format!("[{}", flex_proto::array::compress(indices));
+        let mut text = flex_proto::array::compress(indices);
         if let Some(n) = g.throttle() {
             text.push_str(&format!("%{n}"));
         }
-        text.push(']');
-        text
+        Some(text)
     }
 
     fn queue_row<'a>(r: &'a JobRow, waiting: Option<&'a sched::Pending>, now: u64) -> QueueRow<'a> {

@@ -15,8 +15,8 @@ pub(crate) mod writer;
 mod rows;
 #[cfg(test)]
 pub(crate) use rows::load_job;
+pub use rows::{job_details, launch_row, LaunchRow};
 pub(crate) use rows::{job_texts, load_jobs, JobRow};
-pub use rows::{launch_row, LaunchRow};
 
 use flex_proto::{AllocView, JobSpec, JobState, LeafView};
 use flex_sched::Allocation;

@@ -188,6 +188,30 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
     rows.next()?.map(|r| launch_from_row(job.0, r)).transpose()
 }
 
+/// What squeue's `%g %Z %o %f` fields show of a job's submission (None: no such job).
+pub fn job_details(
+    conn: &Connection,
+    job: JobId,
+) -> Result<Option<flex_proto::JobDetails>, StoreError> {
+    let mut st = conn.prepare_cached("SELECT gid, workdir, options FROM jobs WHERE id = ?1")?;
+    let mut rows = st.query([job.0 as i64])?;
+    let Some(r) = rows.next()? else {
+        return Ok(None);
+    };
+    let workdir: String = r.get(1)?;
+    let options: flex_proto::JobOptions = r
+        .get::<_, Option<String>>(2)?
+        .map(|o| json(job.0, "options", &o))
+        .transpose()?
+        .unwrap_or_default();
+    Ok(Some(flex_proto::JobDetails {
+        gid: r.get(0)?,
+        workdir: workdir.into(),
+        command: options.command,
+        constraint: options.constraint,
+    }))
+}
+
 /// A [`LaunchRow`] from the columns [`launch_row`] selects.
 fn launch_from_row(id: u64, r: &rusqlite::Row) -> Result<LaunchRow, StoreError> {
     let name: String = r.get(0)?;

@@ -68,6 +68,10 @@ pub struct JobOptions {
     /// `--mail-type` and `--mail-user`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mail: Option<Mail>,
+    /// The batch script's path, made absolute, when sbatch read it from a file (squeue's
+    /// `%o`, Command).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
     /// `-n/--ntasks` (or `--ntasks-per-node`): the tasks a job script's `srun` starts when its
     /// line does not say (`FLEX_NTASKS`, and `SLURM_NTASKS` with the Slurm aliases); None: one,
     /// as in Slurm.
@@ -423,6 +427,30 @@ pub struct JobView {
     /// `--comment`, if given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    /// The pending tasks of an array shown in this one row (`0-2%3`, squeue's `%K`), when the
+    /// listing collapsed them ([`crate::ArrayRows::Collapse`]); left out otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_tasks: Option<String>,
+    /// What the submission said besides its request, read from flexd's database when the
+    /// listing asks for it ([`crate::QueueFilter::details`]); left out otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Box<JobDetails>>,
+}
+
+/// A job's submission as squeue's `%g %Z %o %f` fields show it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobDetails {
+    /// The group the job runs as.
+    pub gid: u32,
+    /// Where it runs (`-D/--chdir`, else the submit directory).
+    pub workdir: PathBuf,
+    /// The batch script's path as sbatch was given it (absolute), None for a script read
+    /// from stdin or made by `--wrap`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// `--constraint`, as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<String>,
 }
 
 /// A task of an array: the array's job id (the id flexsub printed) and its index.

@@ -45,8 +45,8 @@ pub use array::{ArraySpec, DepKind, DepTerm, Dependency, JobRef, TaskRange};
 pub use constraint::Constraint;
 pub use frame::{decode, encode, read_body, read_frame, write_frame, FrameError};
 pub use job::{
-    AllocView, ArrayTask, Env, JobOptions, JobSpec, JobState, JobView, LeafView, Mail, MailEvents,
-    QueueOptions, WarnSignal, RLIMIT_NAMES,
+    AllocView, ArrayTask, Env, JobDetails, JobOptions, JobSpec, JobState, JobView, LeafView, Mail,
+    MailEvents, QueueOptions, WarnSignal, RLIMIT_NAMES,
 };
 pub use messages::*;
 pub use rows::{read_queue_rows, thousandths, units_text, QueueRow, QueueRows};

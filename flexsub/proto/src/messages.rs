@@ -29,6 +29,11 @@ pub struct QueueFilter {
     /// How rows show array tasks; None (older clients): each task as a plain job id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arrays: Option<ArrayRows>,
+    /// Fill in each job's [`crate::JobDetails`] (its group, directory, script path), which
+    /// flexd reads from its database: squeue's `%g %Z %o %f` fields ask for it. Older servers
+    /// ignore it and send none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub details: bool,
 }
 
 /// How flexq's rows show the tasks of an array.

@@ -50,11 +50,12 @@ pub enum Cmd {
         #[arg(required = true, value_name = "KEY=VALUE")]
         changes: Vec<String>,
     },
-    /// Show jobs in full, scontrol's KEY=VALUE layout; or flexd's configuration, the host's
-    /// resources and where job limits are enforced (`show config`).
+    /// Show jobs in full, scontrol's KEY=VALUE layout; flexd's configuration, the host's
+    /// resources and where job limits are enforced (`show config`); or the host as Slurm's
+    /// one partition, `flex` (`show partition`).
     Show {
-        /// What to show: `job` or `config`.
-        #[arg(value_parser = ["job", "config"], value_name = "ENTITY")]
+        /// What to show: `job`, `config` or `partition`.
+        #[arg(value_parser = ["job", "config", "partition"], value_name = "ENTITY")]
         entity: String,
         /// The jobs (for `job`).
         #[arg(value_name = "JOBID", value_parser = parse_job)]
@@ -62,6 +63,9 @@ pub enum Cmd {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Each job or partition on one line (scontrol's `-o`).
+        #[arg(short = 'o', long)]
+        oneliner: bool,
     },
 }
 
@@ -108,6 +112,14 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
         Cmd::Show { entity, .. } if entity == "config" => {
             return show_config(a, out);
         }
+        Cmd::Show {
+            entity, oneliner, ..
+        } if entity == "partition" => {
+            let p = super::host::gather(&mut Client::connect("flexcontrol")?)?;
+            out.write_all(p.show(*oneliner).as_bytes())
+                .map_err(Error::output)?;
+            return Ok(exit::OK);
+        }
         Cmd::Show { jobs, .. } if jobs.is_empty() => {
             return Err(Error::Usage("show job: give at least one JOBID".into()));
         }
@@ -129,7 +141,14 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
                 serde_json::to_string_pretty(&page.jobs).expect("protocol types serialize") + "\n"
             } else {
                 let tz = when::local_now().time_zone().clone();
-                page.jobs.iter().map(|j| show_job(j, &tz) + "\n").collect()
+                let one = matches!(a.command, Cmd::Show { oneliner: true, .. });
+                page.jobs
+                    .iter()
+                    .map(|j| match show_job(j, &tz) {
+                        t if one => t.replace("\n   ", " ") + "\n",
+                        t => t + "\n",
+                    })
+                    .collect()
             };
             out.write_all(text.as_bytes()).map_err(w)?;
             Ok(exit::OK)

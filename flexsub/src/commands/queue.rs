@@ -172,7 +172,7 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
         }
     }
     crate::options::check_clusters(&a.clusters.join(",")).map_err(Error::Input)?;
-    let f = filter(a)?;
+    let mut f = filter(a)?;
     let format = match (&a.format, &a.format_long) {
         (Some(o), _) => Some(Format::short(o)),
         (None, Some(o)) => Some(Format::long(o)),
@@ -185,6 +185,7 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
     let mut client = Client::connect("flexq")?;
     let named = |name: &str| a.names.is_empty() || a.names.iter().any(|n| n == name);
     if let Some(format) = format {
+        f.details = format.needs_details();
         let now = when::local_now();
         let (secs, tz) = (when::secs(&now), now.time_zone().clone());
         let mut text = String::new();
@@ -192,7 +193,10 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
             text.push_str(&format.header());
             text.push('\n');
         }
-        for j in client.queue(f)?.iter().filter(|j| named(&j.name)) {
+        let mut jobs = client.queue(f)?;
+        jobs.retain(|j| named(&j.name));
+        jobs.sort_by(slurm_order);
+        for j in &jobs {
             text.push_str(&format.row(j, secs, &tz));
             text.push('\n');
         }
@@ -212,6 +216,14 @@ pub fn run(a: &Args, out: &mut impl Write) -> Result<i32, Error> {
         t.write_to(out).and_then(|()| out.flush()).map_err(w)?;
     }
     Ok(crate::error::exit::OK)
+}
+
+/// squeue's default order (`-S P,t,-p`): by partition (a Flex host has one), by the state's
+/// compact code as text (CD, F, PD, R), then the highest priority first; ties by id.
+fn slurm_order(a: &flex_proto::JobView, b: &flex_proto::JobView) -> std::cmp::Ordering {
+    (a.state.code().cmp(b.state.code()))
+        .then(b.priority.cmp(&a.priority))
+        .then(a.id.cmp(&b.id))
 }
 
 #[cfg(test)]

@@ -189,14 +189,28 @@ pub struct Built {
     pub origins: Vec<(Key, String)>,
 }
 
-/// The script text and the name it is known by in messages.
-fn load_script(m: &ArgMatches) -> Result<(String, String, Vec<String>), Error> {
+/// The script: its text, the name it is known by in messages, its arguments and the file it
+/// was read from (None for standard input and `--wrap`).
+struct Loaded {
+    text: String,
+    shown: String,
+    args: Vec<String>,
+    path: Option<PathBuf>,
+}
+
+fn load_script(m: &ArgMatches) -> Result<Loaded, Error> {
+    let made = |text: String, shown: &str| Loaded {
+        text,
+        shown: shown.into(),
+        args: Vec::new(),
+        path: None,
+    };
     if let Some(cmd) = m.get_one::<String>("wrap") {
-        return Ok((script::wrap(cmd), "wrap".into(), Vec::new()));
+        return Ok(made(script::wrap(cmd), "wrap"));
     }
     // An estimate needs no script: never wait for one on standard input.
     if m.get_flag("estimate-only") && !m.contains_id("script") {
-        return Ok((script::wrap("true"), "estimate".into(), Vec::new()));
+        return Ok(made(script::wrap("true"), "estimate"));
     }
     let mut words = m
         .get_many::<std::ffi::OsString>("script")
@@ -210,7 +224,7 @@ fn load_script(m: &ArgMatches) -> Result<(String, String, Vec<String>), Error> {
         })
         .collect()
     };
-    let (text, name) = match words.next() {
+    let (text, name, path) = match words.next() {
         Some(p) if p != "-" => {
             let path = PathBuf::from(&p);
             let bytes = std::fs::read(&path).map_err(|source| Error::Read {
@@ -220,7 +234,7 @@ fn load_script(m: &ArgMatches) -> Result<(String, String, Vec<String>), Error> {
             let shown = path.display().to_string();
             let text = String::from_utf8(bytes)
                 .map_err(|_| Error::Input(format!("{shown}: the script is not UTF-8 text")))?;
-            (text, shown)
+            (text, shown, Some(path))
         }
         other => {
             if other.is_none() && std::io::stdin().is_terminal() {
@@ -235,7 +249,7 @@ fn load_script(m: &ArgMatches) -> Result<(String, String, Vec<String>), Error> {
                     path: "standard input".into(),
                     source,
                 })?;
-            (text, "stdin".to_string())
+            (text, "stdin".to_string(), None)
         }
     };
     if text.trim().is_empty() {
@@ -246,7 +260,12 @@ fn load_script(m: &ArgMatches) -> Result<(String, String, Vec<String>), Error> {
             "{name}: the script holds NUL bytes; is it a binary?"
         )));
     }
-    Ok((text, name, args(words)?))
+    Ok(Loaded {
+        text,
+        shown: name,
+        args: args(words)?,
+        path,
+    })
 }
 
 /// Apply the command line's job options after the script's.
@@ -305,7 +324,12 @@ fn apply_command_line(m: &ArgMatches, s: &mut Settings) -> Result<Vec<String>, E
 
 /// Build the job: script, directives, command line, estimate, environment.
 pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<Built, Error> {
-    let (text, shown, args) = load_script(m)?;
+    let Loaded {
+        text,
+        shown,
+        args,
+        path,
+    } = load_script(m)?;
     // flexd's limits, from the configuration in the submitting environment.
     let limits = flex_proto::config::limits(|k| {
         env.iter()
@@ -390,6 +414,7 @@ pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<B
             gpus_per_node: s.gpus_per_node_spec.clone(),
             gpus: s.gpus_spec.clone(),
             rlimits: submit_rlimits(),
+            command: path.map(|p| cwd.join(p).display().to_string()),
             ..s.options.clone()
         }),
         queue: Box::new(s.queue.clone()),

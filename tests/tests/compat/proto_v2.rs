@@ -207,6 +207,9 @@ pub fn samples() -> Vec<Msg> {
         nice: 0,
         qos: None,
         comment: None,
+        // Later than the frames: left out of them, read back as none.
+        pending_tasks: None,
+        details: None,
     };
     let ended = JobView {
         id: JobId(40),
@@ -262,6 +265,7 @@ pub fn samples() -> Vec<Msg> {
         include_finished: true,
         after: Some(JobId(40)),
         arrays: None,
+        details: false,
     };
     vec![
         Msg::Hello(Hello {

@@ -44,13 +44,17 @@ pub(crate) fn shown(form: &Form) -> String {
 /// A side's job ids and the names of their jobs (`1002` is `run`).
 pub(crate) type Roles = [(String, String)];
 
-/// Job ids become their jobs' names in capitals (`RUN`); times, dates and durations (a run of
-/// digits, `:`, `-`, `T` and `.` that holds a `:`) become `TIME`; this machine's host name
-/// becomes `HOST`.
+/// Job ids become their jobs' names in capitals (`RUN`), and the side's working directory
+/// `WORKDIR`; times, dates and durations (a run of digits, `:`, `-`, `T` and `.` that holds a
+/// `:`) become `TIME`; this machine's host name becomes `HOST`.
 pub(crate) fn normal(text: &str, roles: &Roles) -> String {
+    let mut text = text.to_string();
+    for (path, name) in roles.iter().filter(|(p, _)| p.starts_with('/')) {
+        text = text.replace(path, &name.to_uppercase());
+    }
     let host = hostname();
     let text = if host.is_empty() {
-        text.to_string()
+        text
     } else {
         text.replace(&host, "HOST")
     };

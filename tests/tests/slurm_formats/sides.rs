@@ -92,13 +92,16 @@ impl Sides {
         }
     }
 
-    /// Each job id of one side and the name of its job (`{run}` is `run`).
+    /// Each job id of one side and the name of its job (`{run}` is `run`), and its working
+    /// directory (`workdir`), where its jobs run and its scripts are.
     pub(crate) fn roles(&self, slurm: bool) -> Vec<(String, String)> {
-        self.words[usize::from(!slurm)]
+        let mut roles: Vec<(String, String)> = self.words[usize::from(!slurm)]
             .iter()
             .filter(|(k, _)| super::JOBS.contains(k))
             .map(|(k, v)| (v.clone(), k.trim_matches(['{', '}']).to_string()))
-            .collect()
+            .collect();
+        roles.push((self.dir(slurm).display().to_string(), "workdir".into()));
+        roles
     }
 
     /// Runs `form` on one side.

@@ -31,6 +31,11 @@ impl Accounting {
         }
     }
 
+    /// The database it reads.
+    pub(crate) fn db(&self) -> &std::path::Path {
+        &self.db
+    }
+
     /// Answer an Accounting request (`hosts` from the state, taken by the caller).
     pub(crate) async fn answer(
         &self,

@@ -2,16 +2,60 @@
 //! of [`PAGE`] jobs by id; the connection sends a listing's pages one behind the other
 //! ([`next_page`]), each made under the state's lock on its own.
 
+use crate::server::Shared;
 use crate::state::{group_id, Job, State};
-use flex_proto::{ArrayRows, JobState, JobView, QueueFilter, QueueRows, Request, Response};
+use crate::store;
+use flex_proto::{
+    ArrayRows, ErrorKind, JobState, JobView, QueueFilter, QueueRows, Request, Response,
+};
 use std::collections::BTreeSet;
 
 /// One page of full job views.
 pub(crate) fn queue(st: &State, f: &QueueFilter) -> Response {
     let mut sel = selected(st, f).peekable();
-    let jobs: Vec<JobView> = sel.by_ref().take(PAGE).map(|j| st.view(j)).collect();
+    let jobs: Vec<JobView> = sel
+        .by_ref()
+        .take(PAGE)
+        .map(|j| {
+            let mut v = st.view(j);
+            if f.arrays == Some(ArrayRows::Collapse) && j.row.state == JobState::Pending {
+                v.pending_tasks = st.pending_tasks(j);
+            }
+            v
+        })
+        .collect();
     let next = sel.peek().and(jobs.last()).map(|j| j.id);
     Response::Queue(flex_proto::QueuePage { jobs, next })
+}
+
+/// A page of [`queue`] with each job's submission details from the database (squeue's
+/// `%g %Z %o %f`, asked by [`QueueFilter::details`]), read once every change so far is
+/// committed, off the async threads: they are not kept in memory, where a long queue would pay
+/// for them on every job.
+pub(crate) async fn with_details(shared: &Shared, mut page: Response) -> Response {
+    let Response::Queue(p) = &mut page else {
+        return page;
+    };
+    shared.barrier().await;
+    let db = shared.acct.db().to_path_buf();
+    let ids: Vec<_> = p.jobs.iter().map(|j| j.id).collect();
+    let read = tokio::task::spawn_blocking(move || {
+        let conn = store::open_reader(&db)?;
+        ids.into_iter()
+            .map(|id| store::job_details(&conn, id))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await;
+    match read {
+        Ok(Ok(details)) => {
+            for (j, d) in p.jobs.iter_mut().zip(details) {
+                j.details = d.map(Box::new);
+            }
+            page
+        }
+        Ok(Err(e)) => Response::error(ErrorKind::Internal, format!("job details: {e}")),
+        Err(e) => Response::error(ErrorKind::Internal, format!("job details: {e}")),
+    }
 }
 
 /// One page of flexq's compact rows.

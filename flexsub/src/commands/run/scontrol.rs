@@ -1,7 +1,7 @@
 //! flexrun's scontrol personality: the `scontrol` a job finds on its PATH (a link to flexrun
 //! named `scontrol`, see flexd's `job_tmpdir`). It does what job scripts and the libraries they
 //! run ask of scontrol from inside a job: `show hostname[s] [LIST]` (mmcv, torch launch
-//! scripts), and `show job`, `requeue` (PyTorch Lightning's auto-requeue), `requeuehold`,
+//! scripts), and `show job`, `show partition`, `requeue` (PyTorch Lightning's auto-requeue), `requeuehold`,
 //! `hold`, `release` and `update`, which flexcontrol carries out with Slurm's meaning.
 
 use crate::commands::control;
@@ -16,7 +16,9 @@ pub fn scontrol(words: &[OsString], out: &mut impl Write) -> Result<i32, Error> 
         .iter()
         .map(|w| w.to_string_lossy().into_owned())
         .collect();
-    // Options before the command that change only how it prints.
+    // Options that change only how it prints: `-o` is flexcontrol's too, the others do
+    // nothing here.
+    let oneliner = w.iter().any(|a| a == "-o" || a == "--oneliner");
     let w: Vec<&str> = w
         .iter()
         .map(String::as_str)
@@ -53,7 +55,18 @@ pub fn scontrol(words: &[OsString], out: &mut impl Write) -> Result<i32, Error> 
             ) =>
         {
             let mut args = vec!["flexcontrol".to_string(), cmd.to_ascii_lowercase()];
-            args.extend(w[1..].iter().map(|s| s.to_string()));
+            args.extend(w[1..].iter().enumerate().map(|(i, s)| {
+                // scontrol takes an entity's name abbreviated: `show part`.
+                let partition = "partition".starts_with(&s.to_ascii_lowercase()) && s.len() >= 4;
+                if i == 0 && cmd.eq_ignore_ascii_case("show") && partition {
+                    "partition".to_string()
+                } else {
+                    s.to_string()
+                }
+            }));
+            if oneliner && cmd.eq_ignore_ascii_case("show") {
+                args.push("--oneliner".into());
+            }
             let a = control::Args::try_parse_from(&args)
                 .map_err(|e| Error::Input(format!("scontrol: {}", e.to_string().trim())))?;
             let code = control::run(&a, out)?;
@@ -66,7 +79,7 @@ pub fn scontrol(words: &[OsString], out: &mut impl Write) -> Result<i32, Error> 
             Ok(code)
         }
         _ => Err(Error::Input(format!(
-            "scontrol {}: in a Flex job scontrol knows show hostname[s], show job, requeue, \
+            "scontrol {}: in a Flex job scontrol knows show hostname[s], show job, show partition, show config, requeue, \
              requeuehold, hold, release and update (flexcontrol manages jobs)",
             w.join(" ")
         ))),
@@ -118,7 +131,7 @@ mod tests {
             e.contains("scontrol reconfigure") && e.contains("show hostname"),
             "{e}"
         );
-        let (r, _) = run("show partition");
-        assert!(r.unwrap_err().contains("partition"));
+        let (r, _) = run("show node");
+        assert!(r.unwrap_err().contains("node"));
     }
 }

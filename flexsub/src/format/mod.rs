@@ -6,10 +6,11 @@
 //! (longer values are cut to it, as squeue does); other text is printed as it is, and `%%` is a
 //! `%`. In `-O`, fields are comma-separated `name[:[.][size]][suffix]`, 20 wide by default.
 
-use crate::units::push_duration;
-use crate::when;
+mod fields;
+
+use fields::{value, Field, FIELDS};
 use flex_proto::text::escape_controls;
-use flex_proto::{JobState, JobView};
+use flex_proto::JobView;
 use jiff::tz::TimeZone;
 
 /// The partition every job of a Flex host is in, for scripts that print or filter on it.
@@ -18,78 +19,6 @@ pub const PARTITION: &str = gres_plugin::env::PARTITION;
 /// squeue's default format, `-l`'s and `--start`'s.
 pub const LONG: &str = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R";
 pub const START: &str = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %.20Y %R";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Field {
-    JobId,
-    Name,
-    User,
-    StateCompact,
-    State,
-    TimeUsed,
-    TimeLimit,
-    TimeLeft,
-    Nodes,
-    ReasonList,
-    Partition,
-    Cpus,
-    Gres,
-    StartTime,
-    SubmitTime,
-    EndTime,
-    Reason,
-    Account,
-    NodeList,
-    SchedNodes,
-    ExitCode,
-    Priority,
-    Qos,
-    Comment,
-    /// `%A`: the job id, an array task's array job id.
-    ArrayJobId,
-    /// `%F`, `%K`: the array job id and task index (`N/A` outside an array).
-    ArrayJob,
-    ArrayTaskId,
-    /// `%B`: the host the batch script runs on.
-    BatchHost,
-}
-
-/// Each field: its `-o` letter, its `-O` name (and aliases), its header.
-const FIELDS: &[(Field, char, &[&str], &str)] = &[
-    (Field::JobId, 'i', &["jobid", "jobarrayid"], "JOBID"),
-    (Field::Name, 'j', &["name"], "NAME"),
-    (Field::User, 'u', &["username", "user"], "USER"),
-    (Field::StateCompact, 't', &["statecompact"], "ST"),
-    (Field::State, 'T', &["state"], "STATE"),
-    (Field::TimeUsed, 'M', &["timeused"], "TIME"),
-    (Field::TimeLimit, 'l', &["timelimit"], "TIME_LIMIT"),
-    (Field::TimeLeft, 'L', &["timeleft"], "TIME_LEFT"),
-    (Field::Nodes, 'D', &["numnodes"], "NODES"),
-    (Field::ReasonList, 'R', &["reasonlist"], "NODELIST(REASON)"),
-    (Field::Partition, 'P', &["partition"], "PARTITION"),
-    (Field::Cpus, 'C', &["numcpus"], "CPUS"),
-    (
-        Field::Gres,
-        'b',
-        &["tres-per-node", "gres", "tres-per-job"],
-        "TRES_PER_NODE",
-    ),
-    (Field::StartTime, 'S', &["starttime"], "START_TIME"),
-    (Field::SubmitTime, 'V', &["submittime"], "SUBMIT_TIME"),
-    (Field::EndTime, 'e', &["endtime"], "END_TIME"),
-    (Field::Reason, 'r', &["reason"], "REASON"),
-    (Field::Account, 'a', &["account"], "ACCOUNT"),
-    (Field::NodeList, 'N', &["nodelist"], "NODELIST"),
-    (Field::SchedNodes, 'Y', &["schednodes"], "SCHEDNODES"),
-    (Field::ExitCode, 'X', &["exitcode"], "EXIT_CODE"),
-    (Field::Priority, 'Q', &["priority"], "PRIORITY"),
-    (Field::Qos, 'q', &["qos"], "QOS"),
-    (Field::Comment, 'k', &["comment"], "COMMENT"),
-    (Field::ArrayJobId, 'A', &["jobidraw"], "JOBID"),
-    (Field::ArrayJob, 'F', &["arrayjobid"], "ARRAY_JOB_ID"),
-    (Field::ArrayTaskId, 'K', &["arraytaskid"], "ARRAY_TASK_ID"),
-    (Field::BatchHost, 'B', &["batchhost"], "EXEC_HOST"),
-];
 
 #[derive(Clone, Debug, PartialEq)]
 struct Column {
@@ -110,7 +39,7 @@ enum Piece {
 pub struct Format(Vec<Piece>);
 
 fn letters() -> String {
-    FIELDS.iter().map(|f| f.1).collect()
+    FIELDS.iter().map(|f| f.1).filter(|c| *c != '\0').collect()
 }
 
 impl Format {
@@ -137,7 +66,7 @@ impl Format {
             let Some(letter) = chars.next() else {
                 return Err(format!("format {fmt:?} ends inside a field"));
             };
-            let Some(f) = FIELDS.iter().find(|f| f.1 == letter) else {
+            let Some(f) = FIELDS.iter().find(|f| f.1 == letter && letter != '\0') else {
                 return Err(format!(
                     "unknown field %{letter} in format {fmt:?} (flexq knows %{})",
                     letters()
@@ -163,11 +92,15 @@ impl Format {
         Ok(Format(out))
     }
 
-    /// `-O/--Format`: `name[:[.][size]][suffix]`, comma-separated; 20 wide unless given.
+    /// `-O/--Format`: `name[:[.][size]][suffix]`, comma-separated; 20 wide without a `:`,
+    /// and as wide as its value with a `:` and no size (`Name:|`), as squeue reads them.
     pub fn long(fmt: &str) -> Result<Format, String> {
         let mut out = Vec::new();
         for item in fmt.split(',').filter(|s| !s.is_empty()) {
-            let (name, rest) = item.split_once(':').unwrap_or((item, ""));
+            let (name, rest, sized) = match item.split_once(':') {
+                Some((name, rest)) => (name, rest, true),
+                None => (item, "", false),
+            };
             let Some(f) = FIELDS
                 .iter()
                 .find(|f| f.2.iter().any(|n| n.eq_ignore_ascii_case(name.trim())))
@@ -185,7 +118,12 @@ impl Format {
                 .unwrap_or(rest.len());
             out.push(Piece::Column(Column {
                 field: f.0,
-                width: Some(rest[..split].parse().unwrap_or(20)),
+                width: match rest[..split].parse() {
+                    Ok(0) => None,
+                    Ok(w) => Some(w),
+                    Err(_) if sized => None,
+                    Err(_) => Some(20),
+                },
                 right,
                 suffix: rest[split..].to_string(),
             }));
@@ -194,6 +132,13 @@ impl Format {
             return Err("--Format names no field".into());
         }
         Ok(Format(out))
+    }
+
+    /// Whether a field needs the jobs' submission details ([`flex_proto::QueueFilter::details`]).
+    pub fn needs_details(&self) -> bool {
+        self.0
+            .iter()
+            .any(|p| matches!(p, Piece::Column(c) if c.field.needs_details()))
     }
 
     /// The header line (no trailing newline).
@@ -245,88 +190,10 @@ pub fn cut(s: &str, n: usize) -> String {
     s.chars().take(n).collect()
 }
 
-fn duration(secs: u64) -> String {
-    let mut s = String::new();
-    push_duration(&mut s, secs);
-    s
-}
-
-fn elapsed(j: &JobView, now: u64) -> u64 {
-    j.start_time
-        .map_or(0, |s| j.end_time.unwrap_or(now).saturating_sub(s))
-}
-
-fn time_or(t: Option<u64>, tz: &TimeZone, none: &str) -> String {
-    t.map_or_else(|| none.to_string(), |t| when::format(t, tz))
-}
-
-fn leaves(j: &JobView) -> u32 {
-    match &j.alloc {
-        Some(a) => a.leaves.len() as u32,
-        None => j.request.leaves.unwrap_or(0),
-    }
-}
-
-fn value(f: Field, j: &JobView, now: u64, tz: &TimeZone) -> String {
-    let pending = j.state == JobState::Pending;
-    let reason = || j.reason.clone().unwrap_or_else(|| "None".into());
-    let host = || j.alloc.as_ref().map(|a| a.host.clone()).unwrap_or_default();
-    let limit = j.request.time_limit_s;
-    match f {
-        Field::JobId => j.array.map_or_else(|| j.id.to_string(), |a| a.to_string()),
-        Field::Name => j.name.clone(),
-        Field::User => j.user.clone(),
-        Field::StateCompact => j.state.code().into(),
-        Field::State => j.state.name().into(),
-        Field::TimeUsed => duration(elapsed(j, now)),
-        Field::TimeLimit => duration(limit),
-        Field::TimeLeft => duration(limit.saturating_sub(elapsed(j, now))),
-        Field::Nodes => "1".into(),
-        Field::ReasonList if pending => format!("({})", reason()),
-        Field::ReasonList | Field::NodeList => host(),
-        Field::Partition => PARTITION.into(),
-        Field::Cpus => match &j.alloc {
-            Some(a) => a.cores.len().to_string(),
-            None => (j.request.cores_per_leaf * leaves(j))
-                .max(j.request.cpus)
-                .max(1)
-                .to_string(),
-        },
-        // As squeue for a job without a GPU.
-        Field::Gres if leaves(j) == 0 && !j.request.wants_gpu() => "N/A".into(),
-        Field::Gres => format!("gres/gpu:{}", leaves(j)),
-        Field::StartTime if pending => time_or(j.estimated_start, tz, "N/A"),
-        Field::StartTime => time_or(j.start_time, tz, "N/A"),
-        Field::SubmitTime => time_or(Some(j.submit_time), tz, "N/A"),
-        Field::EndTime if pending || j.state == JobState::Running => j
-            .start_time
-            .or(j.estimated_start)
-            .map_or_else(|| "N/A".into(), |s| when::format(s + limit, tz)),
-        Field::EndTime => time_or(j.end_time, tz, "N/A"),
-        Field::Reason => reason(),
-        Field::Account => j.account.clone(),
-        Field::SchedNodes => "(null)".into(),
-        Field::ExitCode => j.state.exit_code_text(j.exit_code, j.signal),
-        // A pending job's priority as of flexd's last pass; 0 for the others, as squeue.
-        Field::Priority => j.priority.to_string(),
-        Field::Qos => j.qos.clone().unwrap_or_else(|| "normal".into()),
-        // squeue's word for none.
-        Field::Comment => j.comment.clone().unwrap_or_else(|| "(null)".into()),
-        Field::ArrayJobId => j.array.map_or(j.id, |a| a.job).to_string(),
-        Field::ArrayJob => j.array.map_or(j.id, |a| a.job).to_string(),
-        Field::ArrayTaskId => j
-            .array
-            .map_or_else(|| "N/A".into(), |a| a.index.to_string()),
-        // squeue's word for a job that has no host yet.
-        Field::BatchHost if pending => "n/a".into(),
-        Field::BatchHost => host(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flex_proto::{AllocView, LeafView};
+    use flex_proto::{AllocView, ArrayTask, JobDetails, JobState, LeafView};
     use gres_plugin::{JobId, Request};
 
     fn job(state: JobState) -> JobView {
@@ -367,6 +234,8 @@ mod tests {
             priority: 0,
             nice: 0,
             qos: None,
+            pending_tasks: None,
+            details: None,
         }
     }
 
@@ -416,15 +285,83 @@ mod tests {
         let f = Format::short("%i %Q %q").unwrap();
         assert_eq!(f.header(), "JOBID PRIORITY QOS");
         assert_eq!(f.row(&j, 1_165, &tz), "42 10500 high");
-        let f = Format::long("JobID:4,Priority:.8").unwrap();
-        assert_eq!(f.row(&j, 1_165, &tz), "42     10500");
-        assert_eq!(f.row(&job(JobState::Running), 1_165, &tz), "42         0");
+        let f = Format::long("JobID:4,PriorityLong:.8 ,Priority:").unwrap();
+        assert_eq!(f.row(&j, 1_165, &tz), "42     10500 0.00000244472176");
+        assert_eq!(
+            f.row(&job(JobState::Running), 1_165, &tz),
+            "42         0 0.00000000000000"
+        );
+    }
+
+    #[test]
+    fn fields_of_the_submission_and_what_slurm_prints_for_none() {
+        let tz = TimeZone::UTC;
+        let mut j = job(JobState::Pending);
+        let f = Format::long("GroupID:|,WorkDir:|,Command:|,Feature:|,UserID:|").unwrap();
+        assert!(f.needs_details());
+        // Without details (an older flexd), Slurm's word for none.
+        assert_eq!(f.row(&j, 1_165, &tz), "(null)|(null)|(null)|(null)|1000|");
+        j.details = Some(Box::new(JobDetails {
+            gid: 4242,
+            workdir: "/home/ann/exp".into(),
+            command: Some("/home/ann/exp/train.sh".into()),
+            constraint: Some("a100".into()),
+        }));
+        assert_eq!(
+            f.row(&j, 1_165, &tz),
+            "4242|/home/ann/exp|/home/ann/exp/train.sh|a100|1000|"
+        );
+        let f = Format::short("%c;%d;%h;%H;%I;%J;%z;%X;%v;%w;%W;%x;%n;%O;%y").unwrap();
+        assert!(!f.needs_details());
+        assert_eq!(
+            f.row(&j, 1_165, &tz),
+            "4;0;OK;*;*;*;*:*:*;N/A;(null);(null);(null);;;0;0"
+        );
+        assert_eq!(
+            f.header(),
+            "MIN_CPUS;MIN_TMP_DISK;OVER_SUBSCRIBE;SOCKETS_PER_NODE;CORES_PER_SOCKET;\
+             THREADS_PER_CORE;S:C:T;CORE_SPEC;RESERVATION;WCKEY;LICENSES;EXC_NODES;REQ_NODES;\
+             CONTIGUOUS;NICE"
+        );
+        let mut r = job(JobState::Running);
+        r.request.host_mem = Some(gres_plugin::HostMem::PerNode(1000 << 20));
+        r.alloc.as_mut().unwrap().mem_bytes = 1000 << 20;
+        let f = Format::short("%m|%E").unwrap();
+        assert_eq!(f.row(&r, 1_165, &tz), "1000M|(null)");
+        let f = Format::long("tres-alloc:").unwrap();
+        assert_eq!(
+            f.row(&r, 1_165, &tz),
+            "cpu=8,mem=1000M,node=1,billing=8,gres/gpu=4"
+        );
+    }
+
+    #[test]
+    fn a_collapsed_pending_array_is_one_row() {
+        let tz = TimeZone::UTC;
+        let mut j = job(JobState::Pending);
+        j.id = JobId(1004);
+        j.array = Some(ArrayTask {
+            job: JobId(1004),
+            index: 0,
+        });
+        j.pending_tasks = Some("0-2%3".into());
+        let f = Format::short("%i %A %F %K").unwrap();
+        assert_eq!(f.row(&j, 1_165, &tz), "1004_[0-2%3] 1004 1004 0-2%3");
+        j.pending_tasks = None;
+        j.id = JobId(1005);
+        j.array = Some(ArrayTask {
+            job: JobId(1004),
+            index: 1,
+        });
+        assert_eq!(f.row(&j, 1_165, &tz), "1004_1 1004 1004 1");
+        j.state = JobState::Running;
+        assert_eq!(f.row(&j, 1_165, &tz), "1004_1 1005 1004 1");
     }
 
     #[test]
     fn unknown_fields_are_refused_by_name() {
-        let e = Format::short("%i %Z").unwrap_err();
-        assert!(e.contains("%Z"), "{e}");
+        let e = Format::short("%i %!").unwrap_err();
+        assert!(e.contains("%!"), "{e}");
         let e = Format::long("jobid,colour").unwrap_err();
         assert!(e.contains("\"colour\""), "{e}");
         assert!(Format::short("%.8").is_err());

@@ -6,6 +6,8 @@
 //! flexcancel, flexacct, flexcontrol and flexrun do, with Slurm's meanings: they are the same
 //! commands under Slurm's names, and long options may be abbreviated as Slurm's getopt allows.
 
+mod sinfo;
+
 use crate::client::{into_error, Client};
 use crate::commands::{acct, queue, run, submit};
 use crate::error::{exit, report, Error};
@@ -33,7 +35,7 @@ pub fn main(name: &str, args: Vec<OsString>) -> i32 {
             let out = &mut std::io::stdout().lock();
             run::scontrol(&args[1..], out)
         }
-        "sinfo" => sinfo(args),
+        "sinfo" => sinfo::sinfo(args),
         "srun" => return srun(args),
         other => Err(Error::Usage(format!(
             "flex-slurm is {}, called by one of those names (not {other:?}); \
@@ -45,7 +47,10 @@ pub fn main(name: &str, args: Vec<OsString>) -> i32 {
 }
 
 /// A flex command's parser under Slurm's name, taking abbreviated long options.
-fn slurm_parse<T: CommandFactory + FromArgMatches>(name: &'static str, args: Vec<OsString>) -> T {
+pub(crate) fn slurm_parse<T: CommandFactory + FromArgMatches>(
+    name: &'static str,
+    args: Vec<OsString>,
+) -> T {
     let m = T::command()
         .name(name)
         .bin_name(name)
@@ -226,228 +231,8 @@ fn scancel(args: Vec<OsString>) -> Result<i32, Error> {
 }
 
 /// `-M`: this host's cluster, or all of them.
-fn check_cluster(c: Option<&str>) -> Result<(), Error> {
+pub(crate) fn check_cluster(c: Option<&str>) -> Result<(), Error> {
     crate::options::check_clusters(c.unwrap_or_default()).map_err(Error::Input)
-}
-
-/// sinfo's options.
-#[derive(Debug, Parser)]
-#[command(name = "sinfo", infer_long_args = true, disable_help_flag = true)]
-struct Sinfo {
-    /// No header.
-    #[arg(short = 'h', long = "noheader")]
-    noheader: bool,
-    /// sinfo's format: `%P %a %l %D %t %T %N %c %m %G %C`, with widths.
-    #[arg(short = 'o', long = "format")]
-    format: Option<String>,
-    /// Node-oriented listing.
-    #[arg(short = 'N', long = "Node")]
-    node: bool,
-    /// Only these partitions.
-    #[arg(short = 'p', long = "partition")]
-    partition: Option<String>,
-    /// This host's cluster, or `all`.
-    #[arg(short = 'M', long = "clusters")]
-    clusters: Option<String>,
-    /// Summarize (accepted).
-    #[arg(short = 's', long = "summarize")]
-    summarize: bool,
-    /// All partitions (there is one).
-    #[arg(short = 'a', long = "all")]
-    all: bool,
-    /// Print help.
-    #[arg(long, action = clap::ArgAction::Help)]
-    help: Option<bool>,
-}
-
-/// What sinfo shows of the host.
-struct HostInfo {
-    name: String,
-    cpus: usize,
-    mem_mb: u64,
-    leaves: usize,
-    busy_leaves: usize,
-    running_jobs: usize,
-    /// Cores the running jobs hold.
-    alloc_cpus: usize,
-    /// `--constraint`'s words for the host (sinfo's features).
-    features: String,
-    max_time_s: u64,
-}
-
-/// sinfo: the host as the one node of the one partition `flex`.
-fn sinfo(args: Vec<OsString>) -> Result<i32, Error> {
-    let a: Sinfo = slurm_parse("sinfo", args);
-    check_cluster(a.clusters.as_deref())?;
-    let mut client = Client::connect("sinfo")?;
-    let config = match client.call(&Request::Config)? {
-        Response::Config(c) => c,
-        other => return Err(into_error(other)),
-    };
-    let hosts = match client.call(&Request::LeafMap)? {
-        Response::LeafMap(h) => h,
-        other => return Err(into_error(other)),
-    };
-    let running = client.queue(QueueFilter {
-        states: vec![JobState::Running],
-        ..QueueFilter::default()
-    })?;
-    let setting = |k: &str| config.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-    let max_time_s = setting("max_time_limit")
-        .and_then(|v| humantime::parse_duration(&v).ok())
-        .map_or(0, |d| d.as_secs());
-    let mut infos = Vec::new();
-    for h in hosts {
-        let number =
-            |key: &str| setting(&format!("{key} {}", h.host)).and_then(|v| v.parse::<u64>().ok());
-        infos.push(HostInfo {
-            cpus: number("cores").unwrap_or(0) as usize,
-            mem_mb: number("memory_mb").unwrap_or(0),
-            leaves: h.leaves.len(),
-            busy_leaves: h.leaves.iter().filter(|l| !l.jobs.is_empty()).count(),
-            running_jobs: running
-                .iter()
-                .filter(|j| j.alloc.as_ref().is_some_and(|x| x.host == h.host))
-                .count(),
-            alloc_cpus: running
-                .iter()
-                .filter_map(|j| j.alloc.as_ref().filter(|x| x.host == h.host))
-                .map(|x| x.cores.len())
-                .sum(),
-            features: setting(&format!("features {}", h.host))
-                .filter(|f| !f.is_empty())
-                .unwrap_or_else(|| "(null)".into()),
-            name: h.host,
-            max_time_s,
-        });
-    }
-    if let Some(p) = &a.partition {
-        if p.split(',').all(|p| p != crate::format::PARTITION) {
-            infos.clear();
-        }
-    }
-    let fmt = match (&a.format, a.node) {
-        (Some(f), _) => f.clone(),
-        (None, true) => "%N %.6D %P %.6t".into(),
-        (None, false) => "%9P %.5a %.10l %.6D %.6t %N".into(),
-    };
-    let _ = (a.summarize, a.help, a.all);
-    let mut out = String::new();
-    if !a.noheader {
-        out.push_str(&sinfo_line(&fmt, None)?);
-        out.push('\n');
-    }
-    for h in &infos {
-        out.push_str(&sinfo_line(&fmt, Some(h))?);
-        out.push('\n');
-    }
-    std::io::stdout()
-        .lock()
-        .write_all(out.as_bytes())
-        .map_err(Error::output)?;
-    Ok(exit::OK)
-}
-
-/// One line of sinfo's `-o` format: the header when `h` is None.
-fn sinfo_line(fmt: &str, h: Option<&HostInfo>) -> Result<String, Error> {
-    let mut out = String::new();
-    let mut chars = fmt.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '%' {
-            out.push(c);
-            continue;
-        }
-        let right = chars.peek() == Some(&'.');
-        if right {
-            chars.next();
-        }
-        let mut width = String::new();
-        while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
-            width.push(*d);
-            chars.next();
-        }
-        let Some(field) = chars.next() else {
-            return Err(Error::Input(format!(
-                "invalid sinfo format {fmt:?}: ends in %"
-            )));
-        };
-        let (header, value) = match field {
-            '%' => ("%", "%".to_string()),
-            'P' => ("PARTITION", format!("{}*", crate::format::PARTITION)),
-            'R' => ("PARTITION", crate::format::PARTITION.to_string()),
-            'a' => ("AVAIL", "up".into()),
-            'l' => (
-                "TIMELIMIT",
-                h.map_or_else(String::new, |h| slurm_time(h.max_time_s)),
-            ),
-            'D' => ("NODES", "1".into()),
-            't' => ("STATE", h.map_or_else(String::new, |h| state(h, true))),
-            'T' => ("STATE", h.map_or_else(String::new, |h| state(h, false))),
-            'N' => ("NODELIST", h.map_or_else(String::new, |h| h.name.clone())),
-            'n' => ("HOSTNAMES", h.map_or_else(String::new, |h| h.name.clone())),
-            'f' => (
-                "AVAIL_FEATURES",
-                h.map_or_else(String::new, |h| h.features.clone()),
-            ),
-            'F' => (
-                "NODES(A/I/O/T)",
-                h.map_or_else(String::new, |h| {
-                    let busy = usize::from(h.running_jobs > 0);
-                    format!("{busy}/{}/0/1", 1 - busy)
-                }),
-            ),
-            'c' => ("CPUS", h.map_or_else(String::new, |h| h.cpus.to_string())),
-            'm' => ("MEMORY", h.map_or_else(String::new, |h| h.mem_mb.to_string())),
-            'G' => (
-                "GRES",
-                h.map_or_else(String::new, |h| format!("gpu:{}", h.leaves)),
-            ),
-            'C' => (
-                "CPUS(A/I/O/T)",
-                h.map_or_else(String::new, |h| {
-                    let a = h.alloc_cpus.min(h.cpus);
-                    format!("{a}/{}/0/{}", h.cpus - a, h.cpus)
-                }),
-            ),
-            other => {
-                return Err(Error::Input(format!(
-                    "invalid sinfo format field %{other}: Flex knows %P %R %a %l %D %t %T %N %n %F %f %c %m %G %C"
-                )))
-            }
-        };
-        let text = if h.is_some() { value } else { header.into() };
-        match width.parse::<usize>() {
-            Ok(w) if right => out.push_str(&format!("{:>w$}", crate::format::cut(&text, w))),
-            Ok(w) => out.push_str(&format!("{:<w$}", crate::format::cut(&text, w))),
-            Err(_) => out.push_str(&text),
-        }
-    }
-    Ok(out)
-}
-
-/// The node's state as sinfo names it: idle, mix(ed) or alloc(ated).
-fn state(h: &HostInfo, compact: bool) -> String {
-    let s = if h.running_jobs == 0 {
-        ("idle", "idle")
-    } else if h.leaves > 0 && h.busy_leaves == h.leaves {
-        ("alloc", "allocated")
-    } else {
-        ("mix", "mixed")
-    };
-    (if compact { s.0 } else { s.1 }).to_string()
-}
-
-/// Slurm's time limit: `infinite`, or `D-HH:MM:SS` / `HH:MM:SS`.
-fn slurm_time(s: u64) -> String {
-    if s == 0 || s >= 365 * 86400 {
-        return "infinite".into();
-    }
-    let (d, h, m, sec) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
-    if d > 0 {
-        format!("{d}-{h:02}:{m:02}:{sec:02}")
-    } else {
-        format!("{h}:{m:02}:{sec:02}")
-    }
 }
 
 /// srun: inside a job, flexrun's srun (the job's tasks); on the submit host, a job of its own
@@ -572,44 +357,6 @@ pub fn links(dir: &Path, target: &Path) -> Result<Vec<String>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn host() -> HostInfo {
-        HostInfo {
-            name: "gpu01".into(),
-            cpus: 32,
-            mem_mb: 256 * 1024,
-            leaves: 14,
-            busy_leaves: 3,
-            running_jobs: 1,
-            alloc_cpus: 3,
-            features: "a100,mig".into(),
-            max_time_s: 365 * 86400,
-        }
-    }
-
-    #[test]
-    fn sinfo_prints_the_host_as_slurm_does() {
-        let f = "%9P %.5a %.10l %.6D %.6t %N";
-        assert_eq!(
-            sinfo_line(f, None).unwrap(),
-            "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST"
-        );
-        assert_eq!(
-            sinfo_line(f, Some(&host())).unwrap(),
-            "flex*        up   infinite      1    mix gpu01"
-        );
-        let idle = HostInfo {
-            running_jobs: 0,
-            busy_leaves: 0,
-            max_time_s: 2 * 86400 + 3600,
-            ..host()
-        };
-        assert_eq!(
-            sinfo_line("%l %T %c %G", Some(&idle)).unwrap(),
-            "2-01:00:00 idle 32 gpu:14"
-        );
-        assert!(sinfo_line("%Z", Some(&idle)).is_err());
-    }
 
     #[test]
     fn links_never_replace_another_command() {
