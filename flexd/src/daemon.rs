@@ -10,7 +10,8 @@ use crate::exec::launch::{LaunchMsg, Launcher};
 use crate::paths::Paths;
 use crate::server::{self, unix_now, Core, Shared};
 use crate::state::{Found, Signaller, State};
-use crate::store::{self, writer::Writer, StoreError};
+use crate::store::writer::{Done, Op, Writer};
+use crate::store::{self, StoreError};
 use flex_sched::Cluster;
 use gres_plugin::probe::Discovered;
 use gres_plugin::JobId;
@@ -378,6 +379,8 @@ fn recovered_state(
         store::job_texts(&conn, since, crate::state::Text::of).map_err(|e| e.in_file(&paths.db))?;
     let usage = store::usage::load(&conn).map_err(|e| e.in_file(&paths.db))?;
     let (writer, writer_thread) = Writer::spawn(conn);
+    // What expired while flexd was down is not loaded, and goes now.
+    writer.send(Op::PurgeFinishedBefore(since), Done::Nothing);
     let mut state = State::new(
         cluster,
         cpus,

@@ -232,6 +232,35 @@ pub(crate) fn render_telemetry(o: &mut String, source: &str, gauges: &[LeafGauge
     }
 }
 
+/// The size of flexd's state directory: bounded by the queue's quotas and by `keep_finished`,
+/// after which finished jobs' scripts and environments are deleted.
+pub(crate) fn render_state_dir(o: &mut String, bytes: u64) {
+    header(
+        o,
+        "flex_state_dir_bytes",
+        "gauge",
+        "Bytes of the files in flexd's state directory: the database with its journal, run \
+         and status files.",
+    );
+    let _ = writeln!(o, "flex_state_dir_bytes {bytes}");
+}
+
+/// The bytes of the files below `dir` (symbolic links are not followed); what cannot be read
+/// counts 0.
+pub(crate) fn dir_bytes(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
 fn header(o: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(o, "# HELP {name} {help}");
     let _ = writeln!(o, "# TYPE {name} {kind}");

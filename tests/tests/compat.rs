@@ -138,10 +138,25 @@ fn old_database_runs_in_todays_flexd(version: u32) {
     assert!(jobs[0].get("cpu_usec").is_none() && jobs[0].get("gpu_usage").is_none());
     assert!(jobs[1]["cpu_usec"].is_u64(), "job 6: {}", jobs[1]);
 
-    // The database is at today's version, and today's reader finds each job's submission.
+    // The database is at today's version. Jobs 1 to 3 ended long before keep_finished: their
+    // scripts and environments went at start, and their records stay (flexacct above); job 4
+    // ended only now (NODE_FAIL) and keeps its own.
     d.stop();
     assert_eq!(user_version(&d.db_path()), flexd::store::schema::VERSION);
     let conn = flexd::store::open_reader(&d.db_path()).expect("open");
+    let purged: Vec<(String, String, Option<i64>, Option<i64>)> = conn
+        .prepare("SELECT script, env, script_id, env_id FROM jobs WHERE id <= 3 ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let empty = (String::new(), String::new(), None, None);
+    assert_eq!(purged, vec![empty; 3]);
+
+    // Today's reader finds each job's submission in the old database, brought to today's
+    // version without a flexd (which would purge them).
+    let conn = flexd::store::open(&copy.path().join("flex.db")).expect("migrate a copy");
     let one = flexd::store::launch_row(&conn, JobId(1))
         .expect("read job 1")
         .expect("job 1 is there");

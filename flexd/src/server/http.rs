@@ -59,6 +59,10 @@ async fn answer(mut stream: TcpStream, shared: Arc<Shared>) {
         let mut page = shared.metrics.render(&snap);
         let (source, gauges) = shared.gauges();
         crate::metrics::render_telemetry(&mut page, &source, &gauges);
+        if let Some(state_dir) = shared.run_dir.parent() {
+            let bytes = crate::metrics::dir_bytes(state_dir);
+            crate::metrics::render_state_dir(&mut page, bytes);
+        }
         page
     });
     let content_type = if status == 200 {

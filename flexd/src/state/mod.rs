@@ -534,20 +534,26 @@ impl State {
         }
     }
 
-    /// Forget finished jobs that ended before `since` (the database keeps them).
+    /// Forget finished jobs that ended before `since`: the database keeps their records, and
+    /// deletes their scripts and environments.
     pub(crate) fn prune_finished(&mut self, since: u64) {
         let keep = self.depended_on();
         let held = &mut self.held;
-        self.jobs.retain(|_, j| {
+        let mut forgotten = Vec::new();
+        self.jobs.retain(|id, j| {
             let kept = !j.row.state.is_finished()
                 || j.row.end_time.is_none_or(|t| t >= since)
                 || keep.contains(&group_id(j))
                 || keep.contains(&j.row.id);
             if !kept {
                 held.release(j.texts, 1);
+                forgotten.push(*id);
             }
             kept
         });
+        if !forgotten.is_empty() {
+            self.outbox.push(Effect::Write(Op::Purge(forgotten)));
+        }
         let jobs = &self.jobs;
         self.arrays
             .retain(|a, n| jobs.range(*a..JobId(a.0 + *n)).next().is_some());

@@ -7,6 +7,7 @@
 //! costing one fsync per job.
 
 pub mod acct;
+mod purge;
 pub(crate) mod queueing;
 pub mod schema;
 pub(crate) mod usage;

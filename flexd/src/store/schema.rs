@@ -5,7 +5,7 @@
 use rusqlite::{Connection, Transaction};
 
 /// The version this build writes.
-pub const VERSION: u32 = 12;
+pub const VERSION: u32 = 13;
 
 /// Migration `i` brings a database at version `i` to `i + 1`.
 const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] = [
@@ -21,6 +21,7 @@ const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] =
     max_rss,
     scripts,
     run_usage,
+    purge_index,
 ];
 
 /// Why a database cannot be brought up to date.
@@ -272,5 +273,15 @@ fn run_usage(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch(
         "ALTER TABLE jobs ADD COLUMN cpu_usec INTEGER;
         ALTER TABLE jobs ADD COLUMN gpu_usage TEXT;",
+    )
+}
+
+/// Finished jobs' scripts and environments are deleted `keep_finished` after their end (the
+/// job's row stays for accounting, with `script_id` and `env_id` NULL, `script` and `env`
+/// empty); a shared text goes with the last job that holds it, which these find.
+fn purge_index(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "CREATE INDEX jobs_script ON jobs(script_id) WHERE script_id IS NOT NULL;
+        CREATE INDEX jobs_env ON jobs(env_id) WHERE env_id IS NOT NULL;",
     )
 }

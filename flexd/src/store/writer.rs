@@ -10,6 +10,7 @@
 //! starts, ends, cancellations, barriers — waits, in order, and is tried again once a second
 //! until it commits. Meanwhile [`Writer::stalled`] says so, and flexd starts no job.
 
+use super::purge;
 use super::queueing::{self, Hold, Update};
 use super::usage::UsageRow;
 use super::{event, insert_job, start_job, state_name, Bodies, NewJob, StoreError, StoredAlloc};
@@ -97,6 +98,12 @@ pub(crate) enum Op {
         job: JobId,
         usage: Box<flex_proto::GpuUsage>,
     },
+    /// Delete the scripts and environments of these finished jobs (flexd has forgotten them
+    /// `keep_finished` after their end).
+    Purge(Vec<JobId>),
+    /// Delete the scripts and environments of the jobs that finished before this time (at
+    /// start: those that expired while flexd was down).
+    PurgeFinishedBefore(u64),
     /// Nothing: its acknowledgement says every change sent before it is committed.
     Barrier,
 }
@@ -348,6 +355,8 @@ fn op_name(op: &Op) -> String {
         Op::Requeue { job, .. } => format!("requeue job {job}"),
         Op::Update(u) => format!("update job {}", u.job),
         Op::GpuUsage { job, .. } => format!("record the GPU use of job {job}"),
+        Op::Purge(jobs) => format!("purge the scripts of {} finished jobs", jobs.len()),
+        Op::PurgeFinishedBefore(t) => format!("purge the scripts of jobs finished before {t}"),
         Op::Barrier => "barrier".into(),
     }
 }
@@ -412,6 +421,16 @@ fn apply(tx: &Transaction, bodies: &mut Bodies, op: &Op) -> Result<Option<JobId>
             let text = serde_json::to_string(usage).expect("GpuUsage serializes");
             tx.prepare_cached("UPDATE jobs SET gpu_usage = ?2 WHERE id = ?1")?
                 .execute(params![job.0 as i64, text])?;
+        }
+        Op::Purge(jobs) => {
+            let n = purge::jobs(tx, bodies, jobs)?;
+            tracing::debug!("purged the scripts and environments of {n} finished jobs");
+        }
+        Op::PurgeFinishedBefore(t) => {
+            let n = purge::finished_before(tx, bodies, *t)?;
+            if n > 0 {
+                tracing::info!("purged the scripts and environments of {n} finished jobs");
+            }
         }
         Op::Barrier => {}
     }
