@@ -222,7 +222,7 @@ impl Settings {
     }
 
     /// Like [`Settings::load`] with the file's text given (origin, text).
-    pub(crate) fn from_text(
+    pub fn from_text(
         file: Option<(&str, &str)>,
         overrides: &Overrides,
     ) -> Result<(Settings, Vec<String>), ConfigError> {

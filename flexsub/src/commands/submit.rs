@@ -191,11 +191,11 @@ pub struct Built {
 
 /// The script: its text, the name it is known by in messages, its arguments and the file it
 /// was read from (None for standard input and `--wrap`).
-struct Loaded {
-    text: String,
-    shown: String,
-    args: Vec<String>,
-    path: Option<PathBuf>,
+pub struct Loaded {
+    pub text: String,
+    pub shown: String,
+    pub args: Vec<String>,
+    pub path: Option<PathBuf>,
 }
 
 fn load_script(m: &ArgMatches) -> Result<Loaded, Error> {
@@ -252,14 +252,6 @@ fn load_script(m: &ArgMatches) -> Result<Loaded, Error> {
             (text, "stdin".to_string(), None)
         }
     };
-    if text.trim().is_empty() {
-        return Err(Error::Input(format!("{name}: the script is empty")));
-    }
-    if text.contains('\0') {
-        return Err(Error::Input(format!(
-            "{name}: the script holds NUL bytes; is it a binary?"
-        )));
-    }
     Ok(Loaded {
         text,
         shown: name,
@@ -324,12 +316,30 @@ fn apply_command_line(m: &ArgMatches, s: &mut Settings) -> Result<Vec<String>, E
 
 /// Build the job: script, directives, command line, estimate, environment.
 pub fn build(m: &ArgMatches, env: Vec<(String, String)>, cwd: &Path) -> Result<Built, Error> {
+    build_loaded(m, load_script(m)?, env, cwd)
+}
+
+/// [`build`] with the script already read (the fuzzer enters here, with no file to read).
+pub fn build_loaded(
+    m: &ArgMatches,
+    loaded: Loaded,
+    env: Vec<(String, String)>,
+    cwd: &Path,
+) -> Result<Built, Error> {
     let Loaded {
         text,
         shown,
         args,
         path,
-    } = load_script(m)?;
+    } = loaded;
+    if text.trim().is_empty() {
+        return Err(Error::Input(format!("{shown}: the script is empty")));
+    }
+    if text.contains('\0') {
+        return Err(Error::Input(format!(
+            "{shown}: the script holds NUL bytes; is it a binary?"
+        )));
+    }
     // flexd's limits, from the configuration in the submitting environment.
     let limits = flex_proto::config::limits(|k| {
         env.iter()

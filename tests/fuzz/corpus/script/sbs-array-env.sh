@@ -1,0 +1,4 @@
+
+#!/bin/bash
+#SBATCH --array=2-4
+python task.py

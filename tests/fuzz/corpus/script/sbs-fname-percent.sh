@@ -1,0 +1,4 @@
+
+#!/bin/bash
+#SBATCH -o 100%%-%j.txt
+python task.py

@@ -1,0 +1,4 @@
+
+#!/bin/bash
+#SBATCH --export=ALL,EXTRA=1
+python task.py

@@ -1,0 +1,4 @@
+
+#!/bin/bash
+#SBATCH --gpus=2
+srun python train.py

@@ -1,0 +1,4 @@
+
+#!/bin/bash
+#SBATCH --mem=4G
+python task.py

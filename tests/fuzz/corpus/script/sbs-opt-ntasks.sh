@@ -1,0 +1,4 @@
+
+#!/bin/bash
+#SBATCH -n 3
+srun python task.py
