@@ -9,8 +9,14 @@ use gres_plugin::topology::format_cpu_list;
 use std::fmt::Write as _;
 use std::time::{Duration, UNIX_EPOCH};
 
-/// A timestamp (seconds since the epoch) as `2026-04-01T12:00:00Z`.
+/// A timestamp (seconds since the epoch) as `2026-04-01T12:00:00Z`; one past the year 9999,
+/// which RFC 3339 cannot write (a damaged or hostile answer), as `@SECONDS` (`date -d @N`).
 pub fn fmt_time(secs: u64) -> String {
+    /// The first second of the year 10000.
+    const YEAR_10000: u64 = 253_402_300_800;
+    if secs >= YEAR_10000 {
+        return format!("@{secs}");
+    }
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs)).to_string()
 }
 
@@ -352,6 +358,19 @@ mod tests {
             reason: None,
             array: None,
         }
+    }
+
+    /// Found by fuzzing flexq's rows: a start time past the year 9999 (or past what a
+    /// SystemTime holds) panicked while the table was laid out.
+    #[test]
+    fn start_times_past_the_year_9999_are_shown_as_seconds() {
+        assert_eq!(fmt_time(1_795_512_600), "2026-11-24T09:30:00Z");
+        assert_eq!(fmt_time(253_402_300_799), "9999-12-31T23:59:59Z");
+        assert_eq!(fmt_time(253_402_300_800), "@253402300800");
+        assert_eq!(fmt_time(u64::MAX), format!("@{}", u64::MAX));
+        let mut r = row(7, JobState::Pending);
+        r.start = Some(17_955_126_000_000_000_000);
+        assert!(table(vec![r], false).contains("@17955126000000000000"));
     }
 
     fn alloc() -> AllocView {
