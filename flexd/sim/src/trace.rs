@@ -320,7 +320,8 @@ impl<'d> LineIndex<'d> {
                 .map_or(data.len(), |i| b + i);
             let line = &data[b..end];
             if line.first() == Some(&b'#') || line.iter().all(|c| c.is_ascii_whitespace()) {
-                b = end + 1;
+                // A last line without its newline ends the data.
+                b = (end + 1).min(data.len());
             } else {
                 break;
             }
@@ -671,6 +672,21 @@ mod tests {
             "t.csv:1: missing column \"duration_s\" (the header needs job_id,submit_s,leaves,duration_s,kind)"
         );
         assert_eq!(parse(head).unwrap_err(), "t.csv:1: the trace has no jobs");
+    }
+
+    /// Found by fuzzing: a blank or comment line last, without its newline, made the line
+    /// count slice past the end of the data (a panic instead of an error).
+    #[test]
+    fn a_last_blank_or_comment_line_without_a_newline_is_an_error_not_a_panic() {
+        for text in [
+            " ",
+            "\n ",
+            "# only a comment",
+            "job_id,submit_s,leaves,duration_s,kind\n#",
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(e.starts_with("t.csv:"), "{text:?}: {e}");
+        }
     }
 
     #[test]
