@@ -9,8 +9,9 @@
 #                        state in /var/lib/flex
 #   make install-slurm-names
 #                        flex-slurm, and Slurm's command names (sbatch, squeue, scancel, sacct,
-#                        scontrol, sinfo, srun) as links to it in SLURMNAMESDIR, a directory of
-#                        their own for users to put first on PATH; a name there that is not
+#                        scontrol, sinfo, srun, sacctmgr, sshare) as links to it in
+#                        SLURMNAMESDIR, a directory of their own for users to put first on
+#                        PATH; a name there that is not
 #                        such a link (a real Slurm's command) is never replaced: make fails
 #   make uninstall-slurm-names   remove those links and flex-slurm
 #
@@ -39,7 +40,7 @@ OUT := $(CARGO_TARGET_DIR)/$(if $(filter dev test,$(PROFILE)),debug,$(PROFILE))
 COMMANDS := flexsub flexq flexcancel flexcontrol flexrun flexacct flexreport flexprio flexshare flexsim flexgres
 INSTALL ?= install
 
-SLURMNAMES := sbatch squeue scancel sacct scontrol sinfo srun
+SLURMNAMES := sbatch squeue scancel sacct scontrol sinfo srun sacctmgr sshare
 
 .PHONY: all build install install-files uninstall install-slurm-names uninstall-slurm-names
 

@@ -390,3 +390,59 @@ fn an_mmcv_style_slurm_launcher_finds_its_variables() {
         );
     }
 }
+
+#[test]
+fn sacctmgr_and_sshare_show_the_users_account_and_qos() {
+    let d = Daemon::start(TOPOLOGY);
+    let dir = d.scratch("accounts");
+    let me = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .unwrap()
+        .unwrap();
+    let account = nix::unistd::Group::from_gid(me.gid)
+        .unwrap()
+        .map_or_else(|| me.gid.to_string(), |g| g.name);
+    let job = submit(&d, &dir, "one.sh", "#!/bin/sh\ntrue\n", &[]);
+    assert_eq!(d.wait_finished(job).account, account);
+    // `flex-slurm NAME ARGS` is the command NAME.
+    let slurm = |args: &[&str]| {
+        let o = cmd(&d, "flex-slurm").args(args).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {o:?}");
+        text(&o.stdout)
+    };
+    assert_eq!(
+        slurm(&["sshare", "-U", "-P", "-h", "-o", "Account,User"]),
+        format!("{account}|{}\n", me.name)
+    );
+    assert_eq!(
+        slurm(&["sshare", "-U", "--format", "Account%12", "--noheader"]),
+        format!("{account:>12}\n")
+    );
+    let user = format!("user={}", me.name);
+    assert_eq!(
+        slurm(&[
+            "sacctmgr",
+            "-nP",
+            "show",
+            "assoc",
+            "where",
+            &user,
+            "format=cluster,account,user,qos,defaultqos",
+        ]),
+        format!("flex|{account}|{}|normal|normal\n", me.name)
+    );
+    let out = slurm(&["sacctmgr", "show", "qos", "format=name,maxwall%8"]);
+    assert_eq!(
+        out,
+        "      Name  MaxWall\n---------- --------\n    normal         \n"
+    );
+    // Changes are flexd.toml's, and another cluster is not this host.
+    for bad in [
+        &["sacctmgr", "-i", "add", "user", "bob", "account=lab"][..],
+        &["sacctmgr", "show", "user", "cluster=elsewhere"],
+        &["sacctmgr", "show", "qos", "format=name,colour"],
+    ] {
+        let o = cmd(&d, "flex-slurm").args(bad).output().unwrap();
+        assert!(!o.status.success(), "{bad:?}: {o:?}");
+        assert!(!text(&o.stderr).is_empty(), "{bad:?}: {o:?}");
+    }
+}

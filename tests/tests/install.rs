@@ -118,7 +118,7 @@ fn slurm_names_are_links_of_their_own_and_never_replace_a_real_slurms() {
     make(d, "install-slurm-names");
     let names = d.join("usr/local/lib/flex/slurm-bin");
     for c in [
-        "sbatch", "squeue", "scancel", "sacct", "scontrol", "sinfo", "srun",
+        "sbatch", "squeue", "scancel", "sacct", "scontrol", "sinfo", "srun", "sacctmgr", "sshare",
     ] {
         // The link names where flex-slurm will be, not the staging directory.
         assert_eq!(

@@ -216,8 +216,12 @@ impl<'a> Shares<'a> {
         };
         let mut accounts: Vec<&str> = self.accounts.keys().copied().collect();
         let mut users: Vec<&str> = self.users.keys().copied().collect();
+        // A user asked for by name has a row even before any usage: its shares, usage 0
+        // (sshare shows every user's association).
+        users.extend(only.iter().map(String::as_str));
         accounts.sort_unstable();
         users.sort_unstable();
+        users.dedup();
         let mut out: Vec<ShareRow> = if only.is_empty() {
             accounts.iter().map(|a| row(a, true)).collect()
         } else {

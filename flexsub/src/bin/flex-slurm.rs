@@ -1,6 +1,7 @@
-//! flex-slurm: Slurm's commands (sbatch, squeue, scancel, sacct, scontrol, sinfo, srun) for the
-//! tools that drive Slurm, called through links of those names; `flex-slurm links DIR` makes
-//! the links in DIR (a directory to put first on PATH), and `flex-slurm NAME ARGS` runs one.
+//! flex-slurm: Slurm's commands (sbatch, squeue, scancel, sacct, scontrol, sinfo, srun, and
+//! the read-only sacctmgr and sshare) for the tools that drive Slurm, called through links of
+//! those names; `flex-slurm links DIR` makes the links in DIR (a directory to put first on
+//! PATH), and `flex-slurm NAME ARGS` runs one.
 
 use std::ffi::OsString;
 

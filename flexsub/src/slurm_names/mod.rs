@@ -1,15 +1,16 @@
 //! Slurm's commands by their own names, for the tools that drive Slurm (submitit,
-//! dask-jobqueue, Snakemake, Parsl): `sbatch`, `squeue`, `scancel`, `sacct`, `scontrol`,
-//! `sinfo` and `srun`. One binary, `flex-slurm`, is each of them when called by its name (the
-//! links `flex-slurm links DIR` or `make install-slurm-names` make, in a directory of their own
+//! dask-jobqueue, Snakemake, Parsl, Open OnDemand): `sbatch`, `squeue`, `scancel`, `sacct`,
+//! `scontrol`, `sinfo`, `srun`, and the read-only parts of `sacctmgr` and `sshare` (flexshare).
+//! One binary, `flex-slurm`, is each of them when called by its name (the links `flex-slurm links DIR` or `make install-slurm-names` make, in a directory of their own
 //! that a user puts first on PATH). Each turns Slurm's arguments into what flexsub, flexq,
 //! flexcancel, flexacct, flexcontrol and flexrun do, with Slurm's meanings: they are the same
 //! commands under Slurm's names, and long options may be abbreviated as Slurm's getopt allows.
 
+mod sacctmgr;
 mod sinfo;
 
 use crate::client::{into_error, Client};
-use crate::commands::{acct, queue, run, submit};
+use crate::commands::{acct, queue, run, share, submit};
 use crate::error::{exit, report, Error};
 use clap::{CommandFactory, FromArgMatches, Parser};
 use flex_proto::{JobRef, JobState, QueueFilter, Request, Response};
@@ -18,8 +19,8 @@ use std::io::Write;
 use std::path::Path;
 
 /// The names `flex-slurm` answers to.
-pub const NAMES: [&str; 7] = [
-    "sbatch", "squeue", "scancel", "sacct", "scontrol", "sinfo", "srun",
+pub const NAMES: [&str; 9] = [
+    "sbatch", "squeue", "scancel", "sacct", "scontrol", "sinfo", "srun", "sacctmgr", "sshare",
 ];
 
 /// Run Slurm's command `name` with `args` (`args[0]` is the name it was called by); returns
@@ -36,6 +37,12 @@ pub fn main(name: &str, args: Vec<OsString>) -> i32 {
             run::scontrol(&args[1..], out)
         }
         "sinfo" => sinfo::sinfo(args),
+        "sacctmgr" => sacctmgr::sacctmgr(args),
+        "sshare" => {
+            crate::error::default_sigpipe();
+            let a: share::Args = slurm_parse("sshare", args);
+            share::run(&a, &mut std::io::stdout().lock())
+        }
         "srun" => return srun(args),
         other => Err(Error::Usage(format!(
             "flex-slurm is {}, called by one of those names (not {other:?}); \
@@ -228,6 +235,27 @@ fn scancel(args: Vec<OsString>) -> Result<i32, Error> {
         }
     }
     Ok(code)
+}
+
+/// The name of the user `uid` (its number when it has none).
+pub(crate) fn user_name(uid: nix::unistd::Uid) -> String {
+    nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map_or_else(|| uid.to_string(), |u| u.name)
+}
+
+/// The account flexd charges `user`'s jobs that name none: its primary group's name (the
+/// group's number when it has no name, the user's name when the user is unknown here).
+pub(crate) fn default_account(user: &str) -> String {
+    use nix::unistd::{Group, User};
+    let Some(u) = User::from_name(user).ok().flatten() else {
+        return user.to_string();
+    };
+    Group::from_gid(u.gid)
+        .ok()
+        .flatten()
+        .map_or_else(|| u.gid.to_string(), |g| g.name)
 }
 
 /// `-M`: this host's cluster, or all of them.

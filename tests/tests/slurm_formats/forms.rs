@@ -37,6 +37,11 @@ pub(crate) enum Compare {
     /// sacct: the private Slurm has no slurmdbd, so its sacct only says accounting is
     /// disabled; Flex's answer must succeed and give each job the state Slurm's squeue gives it.
     Accounting,
+    /// sacctmgr and sshare, which need slurmdbd too: Slurm's must still answer nothing (fail,
+    /// or print nothing: it has no associations), and Flex's answer, its words joined by single
+    /// blanks, must be this text (with the placeholders, `{account}` the user's default
+    /// account).
+    WithoutDbd(&'static str),
 }
 
 const fn form(tools: &'static str, args: &'static [&'static str], compare: Compare) -> Form {
@@ -436,6 +441,54 @@ pub(crate) const QUERY: &[Form] = &[
             "{done},{fail}",
         ],
         Compare::Accounting,
+    ),
+];
+
+/// The account and QOS queries, which need slurmdbd in Slurm: Flex's own answers are checked.
+pub(crate) const ACCOUNTS: &[Form] = &[
+    form(
+        "Snakemake (account check)",
+        &[
+            "sacctmgr",
+            "-n",
+            "-s",
+            "list",
+            "user",
+            "{user}",
+            "format=account%256",
+        ],
+        Compare::WithoutDbd("{account}"),
+    ),
+    form(
+        "Snakemake (account guess)",
+        &["sshare", "-U", "--format", "Account%256", "--noheader"],
+        Compare::WithoutDbd("{account}"),
+    ),
+    form(
+        "Open OnDemand",
+        &[
+            "sacctmgr",
+            "-nP",
+            "show",
+            "users",
+            "withassoc",
+            "format=account,qos",
+            "where",
+            "user={user}",
+            "cluster=flex",
+        ],
+        Compare::WithoutDbd("{account}|normal"),
+    ),
+    form(
+        "people (QOS limits)",
+        &[
+            "sacctmgr",
+            "-P",
+            "show",
+            "qos",
+            "format=name,priority,maxwall",
+        ],
+        Compare::WithoutDbd("Name|Priority|MaxWall normal|0|"),
     ),
 ];
 

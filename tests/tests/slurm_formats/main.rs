@@ -36,7 +36,7 @@ mod sides;
 mod slurm;
 
 use compare::{differences, glob, shown, Difference};
-use forms::{ACT, QUERY, STAND_INS, SUBMIT};
+use forms::{Compare, ACCOUNTS, ACT, QUERY, STAND_INS, SUBMIT};
 use setup::usable;
 use sides::Sides;
 use std::path::PathBuf;
@@ -81,9 +81,21 @@ fn run_all(sides: &mut Sides) -> Vec<Difference> {
     let states = sides.states(true);
     let state = |id: &str| states.iter().find(|(i, _)| i == id).map(|(_, s)| s.clone());
     let (sr, fr) = (sides.roles(true), sides.roles(false));
-    for form in QUERY.iter().chain(ACT) {
+    for form in QUERY.iter().chain(ACCOUNTS).chain(ACT) {
         let (s, f) = (sides.run(true, form), sides.run(false, form));
         found.extend(differences(form, &s, &f, [&sr, &fr], &state));
+        if let Compare::WithoutDbd(want) = form.compare {
+            let got = f.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+            let want = sides.fill(false, want);
+            if got != want {
+                found.push(Difference {
+                    form: shown(form),
+                    part: "Flex's answer".into(),
+                    slurm: want,
+                    flex: got,
+                });
+            }
+        }
     }
     found
 }
@@ -138,7 +150,7 @@ fn slurm_named_commands_print_what_slurm_prints() {
 #[test]
 fn every_form_and_accepted_difference_is_documented() {
     let doc = std::fs::read_to_string(repo().join("../docs/slurm-tools.md")).unwrap();
-    for form in SUBMIT.iter().chain(QUERY).chain(ACT) {
+    for form in SUBMIT.iter().chain(QUERY).chain(ACCOUNTS).chain(ACT) {
         // A `|` in a table cell is written `\|`.
         let row = format!("| `{}` |", shown(form).replace('|', "\\|"));
         let tools = format!("| {} |", form.tools);

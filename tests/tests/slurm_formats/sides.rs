@@ -53,9 +53,14 @@ impl Sides {
         for side in ["slurm", "flex"] {
             std::fs::create_dir_all(work.path().join(side)).unwrap();
         }
-        let user = nix::unistd::User::from_uid(nix::unistd::getuid())
-            .unwrap()
-            .map_or_else(|| "root".to_string(), |u| u.name);
+        let me = nix::unistd::User::from_uid(nix::unistd::getuid()).unwrap();
+        let user = me
+            .as_ref()
+            .map_or_else(|| "root".to_string(), |u| u.name.clone());
+        // The account a Flex job gets without one: the user's primary group.
+        let account = me
+            .and_then(|u| nix::unistd::Group::from_gid(u.gid).ok().flatten())
+            .map_or_else(|| "root".to_string(), |g| g.name);
         let start = Command::new("date")
             .args(["-d", "2 days ago", "+%Y-%m-%dT%H:00"])
             .output()
@@ -66,7 +71,13 @@ impl Sides {
             flex,
             work,
             names,
-            words: [0, 1].map(|_| vec![("{user}", user.clone()), ("{start}", start.clone())]),
+            words: [0, 1].map(|_| {
+                vec![
+                    ("{user}", user.clone()),
+                    ("{start}", start.clone()),
+                    ("{account}", account.clone()),
+                ]
+            }),
         }
     }
 

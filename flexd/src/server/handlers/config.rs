@@ -24,8 +24,31 @@ pub(crate) fn config(s: &Settings, st: &State, enforced: &[(String, String)]) ->
             out.push((format!("memory_mb {}", h.hostname), (m >> 20).to_string()));
         }
     }
+    // Each QOS in Slurm's words, for sacctmgr's `show qos` and the QOS of an association.
+    for (name, q) in &s.priority.qos {
+        out.push((format!("qos {name}"), qos_line(q)));
+    }
+    out.push(("default_qos".into(), s.priority.default_qos.clone()));
     out.extend(enforced.iter().cloned());
     Response::Config(out)
+}
+
+/// `Priority=100 MaxWall=3600 MaxJobsPU=2 MaxSubmitPU=0 MaxTRESPU=gres/gpu=4 Users=ann,bob`:
+/// 0 for no limit, `Users=ALL` when everyone may use it.
+fn qos_line(q: &crate::fairshare::Qos) -> String {
+    let users = if q.users.is_empty() {
+        "ALL".to_string()
+    } else {
+        q.users.join(",")
+    };
+    format!(
+        "Priority={} MaxWall={} MaxJobsPU={} MaxSubmitPU={} MaxTRESPU=gres/gpu={} Users={users}",
+        q.priority,
+        q.max_time_limit,
+        q.max_running_jobs_per_user,
+        q.max_submit_jobs_per_user,
+        q.max_running_leaves_per_user
+    )
 }
 
 /// `14 leaves on 2 GPUs, 32 cores, 256.0 GiB of RAM (254.0 GiB for jobs)`.
