@@ -79,6 +79,29 @@ pub(crate) const SCRIPTS: &[(&str, &str)] = &[
     ),
 ];
 
+/// JupyterHub's batchspawner 1.3.0: SlurmSpawner's `batch_script` as its jinja2 template renders
+/// it (the trailing newline dropped, as jinja2 does), for a user whose home is `{workdir}`,
+/// with the environment it passes to sbatch as `keepvars`, srun and its default command, and
+/// `req_options` (its setting for any other sbatch option) `--dependency=afterok:{run}`, which
+/// keeps the job pending. It runs `sbatch --parsable` with the script on stdin
+/// (`batch_submit_cmd`; `exec_prefix`, `sudo -E -u {username}`, left out: the test runs as
+/// the user).
+const BATCHSPAWNER_SCRIPT: &str = "#!/bin/bash
+#SBATCH --output={workdir}/jupyterhub_slurmspawner_%j.log
+#SBATCH --job-name=spawner-jupyterhub
+#SBATCH --chdir={workdir}
+#SBATCH --export=PATH,LANG,JUPYTERHUB_API_TOKEN,JUPYTERHUB_USER
+#SBATCH --get-user-env=L
+#SBATCH --dependency=afterok:{run}
+
+set -euo pipefail
+
+trap 'echo SIGTERM received' TERM
+
+srun batchspawner-singleuser jupyterhub-singleuser
+echo \"jupyterhub-singleuser ended gracefully\"
+";
+
 /// The submissions, in order: their ids are `{done}`, `{fail}`, `{run}`, `{pend}`, `{arr}`.
 pub(crate) const SUBMIT: &[Form] = &[
     form(
@@ -114,12 +137,13 @@ pub(crate) const SUBMIT: &[Form] = &[
         &[],
     ),
     piped(
-        "batchspawner, Open OnDemand",
+        "batchspawner",
         &["sbatch", "--parsable"],
-        "#!/bin/sh\n#SBATCH --job-name=pend\n#SBATCH --output=pend.log\n\
-         #SBATCH --export=PATH,LANG\n#SBATCH --get-user-env=L\n\
-         #SBATCH --dependency=afterok:{run}\ntrue\n",
-        &[("SBATCH_EXPORT", "NONE")],
+        BATCHSPAWNER_SCRIPT,
+        &[
+            ("JUPYTERHUB_API_TOKEN", "token"),
+            ("JUPYTERHUB_USER", "{user}"),
+        ],
     ),
     form(
         "submitit (map_array)",

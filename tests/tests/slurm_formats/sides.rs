@@ -66,7 +66,7 @@ impl Sides {
             .output()
             .unwrap();
         let start = String::from_utf8_lossy(&start.stdout).trim().to_string();
-        Sides {
+        let mut sides = Sides {
             slurm,
             flex,
             work,
@@ -78,7 +78,12 @@ impl Sides {
                     ("{account}", account.clone()),
                 ]
             }),
+        };
+        for slurm in [true, false] {
+            let dir = sides.dir(slurm).display().to_string();
+            sides.words[usize::from(!slurm)].push(("{workdir}", dir));
         }
+        sides
     }
 
     fn dir(&self, slurm: bool) -> PathBuf {
