@@ -2,9 +2,11 @@
 //! a100-40gb-x2 host, with only flex-slurm's directory of Slurm-named commands first on PATH:
 //! submitit (a function's result comes back, `map_array` of 3, a cancel, a job that requeues
 //! itself on its checkpoint signal), dask-jobqueue (a 2-worker `SLURMCluster` computes a sum and
-//! closes), Parsl (`SlurmProvider` with its default launcher runs two apps) and Snakemake with
-//! its slurm executor plugin (a 3-rule workflow, one rule failing and reported failed). Nothing
-//! in the tools' configuration but what their documentation tells a Slurm user to set.
+//! closes), Parsl (`SlurmProvider` with its default launcher runs two apps), Snakemake with
+//! its slurm executor plugin (a 3-rule workflow, one rule failing and reported failed) and
+//! JupyterHub's batchspawner (`SlurmSpawner` submits its script, finds its job running and its
+//! host, cancels it). Nothing in the tools' configuration but what their documentation tells a
+//! Slurm user (or a hub's admin) to set.
 //!
 //! Needs the tools: `FLEX_TEST_TOOLS_VENV` names a virtual environment that has them (`.ci/run`
 //! makes one from PyPI). Without it the tests are skipped, unless CI=true: then they fail.
@@ -23,7 +25,8 @@ fn venv() -> Option<PathBuf> {
             assert!(
                 std::env::var("CI").as_deref() != Ok("true"),
                 "CI=true: FLEX_TEST_TOOLS_VENV must name a virtual environment with submitit, \
-                 dask-jobqueue, parsl and snakemake-executor-plugin-slurm"
+                 dask-jobqueue, parsl, snakemake-executor-plugin-slurm, batchspawner and \
+                 jupyterhub"
             );
             eprintln!("skipped: FLEX_TEST_TOOLS_VENV names no virtual environment with the tools");
             None
@@ -226,4 +229,80 @@ fn snakemake_slurm_executor_runs_a_workflow_and_reports_the_failed_rule() {
         "{out}"
     );
     assert!(!dir.join("work/bad.txt").exists());
+}
+
+#[test]
+fn batchspawner_slurmspawner_submits_finds_its_host_and_cancels() {
+    let Some((d, dir, tools)) = setup("batchspawner") else {
+        return;
+    };
+    // SlurmSpawner's own methods and templates (its script, `sbatch --parsable`, `squeue -h -j
+    // ID -o '%T %B'` and its state and host patterns, `scancel ID`) on a spawner made as a hub
+    // makes one, without the hub's database and proxy; `exec_prefix` (sudo -u USER) is left out
+    // as the test runs as the user. The prologue keeps the job running until it is cancelled.
+    // JupyterHub 6 passes the commands no PATH unless `env_keep` names it, as a site whose
+    // Slurm commands are not in /usr/bin sets it; FLEX_SOCKET and FLEX_CONFIG name the test's
+    // flexd.
+    let script = r#"
+import asyncio, os
+from batchspawner import SlurmSpawner, JobStatus
+from jupyterhub.objects import Hub
+
+class User:
+    name = os.environ.get("USER") or "root"
+    escaped_name = name
+    url = "/user/" + name + "/"
+    server = None
+    spawners = {}
+
+async def until(sp, want):
+    for _ in range(1200):
+        st = await sp.query_job_status()
+        if st in want:
+            return st
+        await asyncio.sleep(0.1)
+    raise SystemExit(f"still {st} ({sp.job_status!r}), not {want}")
+
+async def main():
+    sp = SlurmSpawner(
+        user=User(),
+        hub=Hub(ip="127.0.0.1", port=8081, base_url="/hub/"),
+        api_token="token",
+        oauth_client_id="jupyterhub-user-" + User.name,
+        exec_prefix="",
+        env_keep=["PATH", "LANG", "FLEX_SOCKET", "FLEX_CONFIG"],
+        req_homedir=os.getcwd(),
+        req_prologue="sleep 300",
+    )
+    job = await sp.submit_batch_script()
+    print("submitted", job)
+    print("first", (await until(sp, (JobStatus.PENDING, JobStatus.RUNNING))).name)
+    await until(sp, (JobStatus.RUNNING,))
+    print("running on", sp.state_gethost())
+    await sp.cancel_batch_job()
+    print("after cancel", (await until(sp, (JobStatus.NOTFOUND,))).name)
+
+asyncio.run(main())
+"#;
+    std::fs::write(dir.join("work/spawn.py"), script).unwrap();
+    let o = run(&d, &dir, &tools, "python", &["spawn.py"]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}\n{}", d.log());
+    let job: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("submitted "))
+        .and_then(|id| id.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no job id: {out}"));
+    let v = d.wait_finished(flex_proto::JobId(job));
+    assert_eq!(v.state, flex_proto::JobState::Cancelled, "{out}");
+    let host = v.alloc.as_ref().map(|a| a.host.clone()).unwrap_or_default();
+    assert!(out.contains(&format!("running on {host}\n")), "{out}");
+    assert!(out.contains("after cancel NOTFOUND"), "{out}");
+    assert_eq!(v.name, "spawner-jupyterhub");
+    // Its output file is where the template puts it, in the user's home.
+    assert!(
+        dir.join(format!("work/jupyterhub_slurmspawner_{job}.log"))
+            .is_file(),
+        "{out}"
+    );
 }
