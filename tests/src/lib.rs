@@ -683,6 +683,11 @@ pub mod mount {
     /// Mount a tmpfs of `size` over `dir` (its contents copied in); None when this host does not
     /// let the test mount one.
     pub fn tmpfs_over(dir: &Path, size: &str) -> Option<Mount> {
+        tmpfs_with(dir, &format!("size={size}"))
+    }
+
+    /// Like [`tmpfs_over`], with tmpfs's mount options (`size=64m,nr_inodes=64`).
+    pub fn tmpfs_with(dir: &Path, options: &str) -> Option<Mount> {
         let saved = dir.with_extension("saved");
         std::fs::rename(dir, &saved).unwrap();
         std::fs::create_dir(dir).unwrap();
@@ -691,7 +696,7 @@ pub mod mount {
                 "-t",
                 "tmpfs",
                 "-o",
-                &format!("size={size},mode=0700"),
+                &format!("{options},mode=0700"),
                 "tmpfs",
             ])
             .arg(dir)

@@ -6,7 +6,7 @@
 //! CI=true.
 
 use flex_proto::JobState;
-use flex_tests::mount::{tmpfs_over, Mount};
+use flex_tests::mount::{tmpfs_over, tmpfs_with, Mount};
 use flex_tests::{run_file, script_job, wait_for, Daemon};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -41,9 +41,14 @@ fn flexsub(d: &Daemon, dir: &Path, script: &str) -> std::process::Output {
 /// A flexd whose state directory is on an 8 MiB tmpfs; None (the test is skipped) where no
 /// tmpfs can be mounted, which CI does not accept.
 fn on_small_disk() -> Option<(Daemon, Mount)> {
+    on_tmpfs(|dir| tmpfs_over(dir, "8m"))
+}
+
+/// A flexd whose state directory is on the tmpfs `mount` mounts; None as [`on_small_disk`].
+fn on_tmpfs(mount: impl FnOnce(&Path) -> Option<Mount>) -> Option<(Daemon, Mount)> {
     let mut d = Daemon::start(A100);
     d.stop();
-    let Some(mount) = tmpfs_over(&d.state_dir(), "8m") else {
+    let Some(mount) = mount(&d.state_dir()) else {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
             "cannot mount a tmpfs (CI=true: the test must run)"
@@ -178,6 +183,47 @@ fn an_end_waiting_for_room_survives_a_crash_of_flexd() {
     d.restart();
     let v = d.job(job).expect("the job after another restart");
     assert_eq!((v.state, v.exit_code), (JobState::Failed, Some(7)), "{v:?}");
+    d.stop();
+    drop(mount);
+}
+
+/// Use up the inodes of the file system of `dir` with empty files; returns the directory
+/// holding them (removing it gives them back).
+fn use_up_inodes(dir: &Path) -> PathBuf {
+    let fillers = dir.join("fillers");
+    std::fs::create_dir(&fillers).unwrap();
+    for i in 0.. {
+        if std::fs::File::create(fillers.join(i.to_string())).is_err() {
+            break;
+        }
+    }
+    fillers
+}
+
+#[test]
+fn a_start_that_cannot_be_recorded_waits_for_room_and_then_runs() {
+    // Room for the database to grow, but no file can be created: the job's start is
+    // committed, and its supervisor cannot write the job's run file.
+    let Some((mut d, mount)) = on_tmpfs(|dir| tmpfs_with(dir, "size=64m,nr_inodes=64")) else {
+        return;
+    };
+    let dir = d.scratch("no-inodes");
+    let ran = dir.join("ran");
+    let fillers = use_up_inodes(&mount.0);
+    let script = format!("#!/bin/sh\necho yes > {}\n", ran.display());
+    let job = d.client().submit(script_job(&script, &dir)).unwrap();
+    // Several tries, each of which cannot record the start: the job waits, and never ran.
+    std::thread::sleep(Duration::from_secs(8));
+    let v = d.job(job).unwrap();
+    assert!(!v.state.is_finished(), "{v:?}\n{}", d.log());
+    assert!(!ran.exists());
+    assert!(d.log().contains("cannot write the run file"), "{}", d.log());
+
+    // Room again: it starts by itself, runs and completes.
+    std::fs::remove_dir_all(&fillers).unwrap();
+    let v = d.wait_finished(job);
+    assert_eq!(v.state, JobState::Completed, "{v:?}\n{}", d.log());
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "yes\n");
     d.stop();
     drop(mount);
 }

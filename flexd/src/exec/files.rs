@@ -59,17 +59,24 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], durable: bool) -> std::io:
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)?;
-    f.write_all(bytes)?;
-    if durable {
-        f.sync_all()?;
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        if durable {
+            f.sync_all()?;
+        }
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        // A full disk leaves no half-written file behind to hold its space.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
     }
-    drop(f);
-    std::fs::rename(&tmp, path)?;
     if durable {
         if let Some(dir) = path.parent() {
             std::fs::File::open(dir)?.sync_all()?;

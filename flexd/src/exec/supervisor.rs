@@ -196,13 +196,13 @@ fn ended(spec: &LaunchSpec, state: JobState, note: Option<String>) -> StatusFile
 }
 
 /// Write the run file: the supervisor, the job's process group `pgid` and its cgroup, for a
-/// restarted flexd to find them.
+/// restarted flexd to find them. Err says why, and whether the disk had no room for it.
 fn write_run(
     run_dir: &Path,
     spec: &LaunchSpec,
     pgid: i32,
     cg: Option<&JobCgroup>,
-) -> Result<(), String> {
+) -> Result<(), (String, bool)> {
     let run = RunFile {
         job: spec.job,
         supervisor_pid: std::process::id(),
@@ -216,8 +216,11 @@ fn write_run(
     };
     let body = serde_json::to_vec(&run).expect("run file serializes");
     let path = run_file(run_dir, JobId(spec.job));
-    write_atomic(&path, &body, false)
-        .map_err(|e| format!("cannot write the run file {}: {e}", path.display()))
+    write_atomic(&path, &body, false).map_err(|e| {
+        let no_room = matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT));
+        let why = format!("cannot write the run file {}: {e}", path.display());
+        (why, no_room)
+    })
 }
 
 /// Run the job to its end.
@@ -299,13 +302,25 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Hierarchy>) -> 
         }
     };
     // The run file names the job's process group and cgroup before the job runs.
+    let no_room = std::cell::Cell::new(false);
     let mut child = match spawn_job(job, cg.as_ref(), |pid| {
-        write_run(run_dir, spec, pid as i32, cg.as_ref())
+        write_run(run_dir, spec, pid as i32, cg.as_ref()).map_err(|(why, full)| {
+            no_room.set(full);
+            why
+        })
     }) {
         Ok(c) => c,
         Err(note) => {
             clean(cg.as_ref(), tmp);
-            return ended(spec, JobState::Failed, Some(note));
+            // A start that could not be recorded for want of room on the state disk ran
+            // nothing: PENDING tells flexd to queue the job again and try later, rather than
+            // fail it. Any other failure to write it fails the job, with the reason.
+            let state = if no_room.get() {
+                JobState::Pending
+            } else {
+                JobState::Failed
+            };
+            return ended(spec, state, Some(note));
         }
     };
     let pgid = child.id() as i32;

@@ -254,7 +254,8 @@ impl Shared {
             Effect::End(op) => {
                 let job = match &op {
                     Op::End(e) => e.job,
-                    _ => unreachable!("Effect::End carries an end"),
+                    Op::Requeue { job, .. } => *job,
+                    _ => unreachable!("Effect::End carries an end or a requeue"),
                 };
                 let dir = self.run_dir.clone();
                 self.writer.send(

@@ -108,8 +108,8 @@ fn submissions_start_with_their_commit_or_by_a_pass() {
     assert_eq!(placed.units.len(), 6);
     let first = JobId(1);
     st.add_submitted(&s, first, nj);
-    let v = view(&st, first);
-    assert_eq!((v.state, v.start_time), (JobState::Running, Some(NOW)));
+    // Starting: it shows RUNNING once its supervisor runs.
+    assert_eq!(view(&st, first).state, JobState::Pending);
     match &st.take_outbox()[..] {
         [Effect::Launch(l)] => {
             assert_eq!(l.job, first);
@@ -121,6 +121,10 @@ fn submissions_start_with_their_commit_or_by_a_pass() {
         }
         o => panic!("{o:?}"),
     }
+    st.launched(first, 4242, 1);
+    st.take_outbox();
+    let v = view(&st, first);
+    assert_eq!((v.state, v.start_time), (JobState::Running, Some(NOW)));
     // A job that must wait queues; one behind it waits for a pass even though it fits.
     let big = submit(&s, &mut st, &ana, 2, 14);
     let small = submit(&s, &mut st, &ana, 3, 1);
@@ -128,7 +132,7 @@ fn submissions_start_with_their_commit_or_by_a_pass() {
     assert_eq!(view(&st, small).state, JobState::Pending);
     assert!(st.take_dirty());
     assert_eq!(st.schedule(&s, NOW), 1, "backfilled");
-    assert_eq!(view(&st, small).state, JobState::Running);
+    assert_eq!(st.job(small).unwrap().row.state, JobState::Running);
     match &st.take_outbox()[..] {
         [Effect::Start(Op::Start { job, time, alloc }, launch)] => {
             assert_eq!((*job, *time, launch.job), (small, NOW, small));
@@ -352,7 +356,7 @@ fn a_reported_end_frees_the_leaves_for_the_next_job() {
     handlers::job_ended::job_ended(&mut st, &peer(0, "root"), a, Ok(Some(status)));
     assert!(st.take_outbox().is_empty());
     st.schedule(&s, NOW + 5);
-    assert_eq!(view(&st, b).state, JobState::Running);
+    assert_eq!(st.job(b).unwrap().row.state, JobState::Running);
 }
 
 #[test]
@@ -418,6 +422,7 @@ fn long_listings_come_in_pages_that_go_on_after_the_last_job() {
         submit(&s, &mut st, &ana, id, 1);
     }
     st.schedule(&s, NOW);
+    st.launched(first, 4242, 1);
     for rows in [false, true] {
         let f = QueueFilter::default();
         let mut req = Some(if rows {

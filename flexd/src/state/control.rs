@@ -84,18 +84,21 @@ impl State {
                 }
             }
             _ => {
-                self.requeue_ended(id, now, hold);
+                self.requeue_ended(id, now, hold, None);
                 Ok(())
             }
         }
     }
 
-    /// A job that ended goes back to the queue with one more restart.
-    pub(super) fn requeue_ended(&mut self, id: JobId, time: u64, hold: bool) {
+    /// A job that ended goes back to the queue with one more restart (not to start before
+    /// `begin`, when given).
+    pub(super) fn requeue_ended(&mut self, id: JobId, time: u64, hold: bool, begin: Option<u64>) {
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
         let from = j.row.state;
+        // A cancel of its run is not one of the next.
+        j.cancel_pending = None;
         // Its end gave the user's count back; it is queued again.
         let qos = super::count::qos_key(j.row.qos.as_deref());
         self.queued.add(j.row.uid, qos, 1);
@@ -114,6 +117,9 @@ impl State {
         r.q.requeue_requested = None;
         r.q.mails_sent = 0;
         r.q.hold = if hold { Hold::User } else { Hold::None };
+        if begin.is_some() {
+            r.q.begin = begin;
+        }
         let hold = r.q.hold;
         tracing::info!("job {id}: requeued (restart {})", r.q.restarts);
         self.outbox.push(Effect::Write(Op::Requeue {

@@ -36,6 +36,10 @@ pub(crate) use eligible::group_id;
 use eligible::Group;
 use queue::Queue;
 pub(crate) use recover::Found;
+pub(crate) use view::shown_state;
+
+/// Seconds before a job whose start could not be recorded is tried again.
+const START_RETRY_S: u64 = 5;
 
 /// Side effects that are not database writes.
 pub(crate) trait Signaller: Send {
@@ -51,7 +55,8 @@ pub(crate) enum Effect {
     Write(Op),
     /// Start the job's supervisor once its start is committed.
     Start(Op, Box<Launch>),
-    /// Remove the job's run and status files once its end is committed.
+    /// Remove the job's run and status files once its end (or its requeue, when its start
+    /// could not be recorded) is committed.
     End(Op),
     /// Start the supervisor of a job whose start was committed with its submission.
     Launch(Box<Launch>),
@@ -63,7 +68,8 @@ pub(crate) struct Job {
     pub row: JobRow,
     /// The scheduler's form of `row.alloc` while it runs.
     pub alloc: Option<Box<Allocation>>,
-    /// Someone asked to cancel it before its supervisor was known.
+    /// Someone asked to cancel it while it runs (its supervisor is told once known; a start
+    /// that could not be recorded then ends CANCELLED instead of being queued again).
     pub cancel_pending: Option<u32>,
     /// Someone asked to requeue it before its supervisor was known.
     pub requeue_pending: bool,
@@ -438,7 +444,7 @@ impl State {
 
     /// A running job ended: free its resources and record the end. Ignored for a job that is
     /// not running (its end was already recorded).
-    pub(crate) fn finish(&mut self, id: JobId, o: Outcome) -> bool {
+    pub(crate) fn finish(&mut self, id: JobId, mut o: Outcome) -> bool {
         if !self.running.remove(&id) {
             return false;
         }
@@ -446,6 +452,15 @@ impl State {
         let j = self.jobs.get_mut(&id).expect("a running job is known");
         if let Some(a) = j.alloc.take() {
             self.cluster.release(&a);
+        }
+        if o.state == JobState::Pending {
+            if j.cancel_pending.is_none() {
+                self.unstarted(id, o);
+                return true;
+            }
+            // Cancelled meanwhile: it ends so, without having run.
+            o.state = JobState::Cancelled;
+            o.note = Some("cancelled before it started".into());
         }
         let requeue = j.row.q.requeue_requested.take();
         j.row.state = o.state;
@@ -477,9 +492,26 @@ impl State {
         })));
         self.dirty = true;
         if let Some(hold) = requeue {
-            self.requeue_ended(id, o.time, hold);
+            self.requeue_ended(id, o.time, hold, None);
         }
         true
+    }
+
+    /// A job whose supervisor could not record its start (its run file, on a full state disk)
+    /// and ran nothing of it, and is gone: its resources are free again, and it waits in the
+    /// queue to be tried again after [`START_RETRY_S`] (BeginTime), with one restart more.
+    fn unstarted(&mut self, id: JobId, o: Outcome) {
+        tracing::warn!(
+            "job {id}: its start could not be recorded ({}); queued again, to be tried in \
+             {START_RETRY_S} s",
+            o.note.as_deref().unwrap_or("no reason given")
+        );
+        self.unreserve(id);
+        self.requeue_ended(id, o.time, false, Some(o.time + START_RETRY_S));
+        // Its status file, if it wrote one, goes with the requeue's commit.
+        if let Some(Effect::Write(op @ Op::Requeue { .. })) = self.outbox.pop() {
+            self.outbox.push(Effect::End(op));
+        }
     }
 
     /// The launcher started the job's supervisor.
@@ -492,7 +524,7 @@ impl State {
         }
         j.row.supervisor_pid = Some(pid);
         j.row.master_port = Some(port);
-        let cancel = j.cancel_pending.take();
+        let cancel = j.cancel_pending;
         let requeue = std::mem::take(&mut j.requeue_pending);
         self.outbox.push(Effect::Write(Op::Launched {
             job: id,
@@ -522,12 +554,10 @@ impl State {
                     by,
                     time: now,
                 }));
+                j.cancel_pending = Some(by);
                 match j.row.supervisor_pid {
                     Some(pid) => self.signaller.supervisor(pid, libc::SIGTERM),
-                    None => {
-                        j.cancel_pending = Some(by);
-                        Ok(())
-                    }
+                    None => Ok(()),
                 }
             }
             s => Err(format!("job {} has already finished ({s})", self.shown(id))),

@@ -85,7 +85,7 @@ impl State {
             // Nothing of it ran and nothing holds its resources: back in the queue.
             tracing::info!("job {id}: its start was stored but it never ran; queued again");
             self.jobs.insert(id, Box::new(job));
-            self.requeue_ended(id, now, false);
+            self.requeue_ended(id, now, false, None);
             return;
         }
         self.reserve(&job);

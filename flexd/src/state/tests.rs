@@ -254,14 +254,14 @@ fn a_job_waits_for_its_begin_time_held_or_not() {
     let d = add(&s, &mut st, 10, 1, d);
     let e = add(&s, &mut st, 12, 1, at(NOW - 5, false));
     assert_eq!(
-        state_of(&st, e).0,
+        st.job(e).unwrap().row.state,
         JobState::Running,
         "started with its commit"
     );
     assert_eq!(st.schedule(&s, NOW + 61), 0);
     assert_eq!(state_of(&st, d).1.as_deref(), Some("BeginTime"));
     assert_eq!(st.schedule(&s, NOW + 120), 2);
-    assert_eq!(state_of(&st, c).0, JobState::Running);
+    assert_eq!(st.job(c).unwrap().row.state, JobState::Running);
 }
 
 #[test]
@@ -278,7 +278,7 @@ fn time_limit_mails_are_sent_once_per_share_and_run() {
     let nj = submit::prepare_submit(&s, &mut st, &ana(), sp, NOW).unwrap();
     st.add_submitted(&s, JobId(1), nj);
     // Started with its commit at NOW, a 600 s limit: 50% at +300, 80% at +480.
-    assert_eq!(state_of(&st, JobId(1)).0, JobState::Running);
+    assert_eq!(st.job(JobId(1)).unwrap().row.state, JobState::Running);
     assert!(crate::mail::time_limit_mails(&mut st, NOW + 299).is_empty());
     let m = crate::mail::time_limit_mails(&mut st, NOW + 300);
     assert_eq!(m.len(), 1);
@@ -331,4 +331,50 @@ fn mails_follow_the_effects_a_job_asked_for() {
         "{m:?}"
     );
     assert!(m[0].ends_with("TIMEOUT, ExitCode 1"), "{m:?}");
+}
+
+#[test]
+fn a_start_that_could_not_be_recorded_is_queued_again_and_shows_running_only_once_launched() {
+    let s = Settings::defaults();
+    let (mut st, sent) = state();
+    // Every leaf, so that nothing else could start on them meanwhile.
+    let a = add(&s, &mut st, 1, 14, QueueOptions::default());
+    let b = add(&s, &mut st, 2, 1, QueueOptions::default());
+    // Started with its commit, but its supervisor does not run yet.
+    st.schedule(&s, NOW);
+    assert_eq!(st.job(a).unwrap().row.state, JobState::Running);
+    assert_eq!(
+        state_of(&st, a),
+        (JobState::Pending, Some("Starting".into()))
+    );
+    assert_eq!(st.view(st.job(a).unwrap()).start_time, None);
+    st.launched(a, 4242, 1);
+    assert_eq!(state_of(&st, a).0, JobState::Running);
+    st.take_outbox();
+
+    // Its supervisor could not write the run file: nothing ran, the leaves are free (the
+    // next job starts on one), and it waits to be tried again.
+    end(&mut st, a, JobState::Pending);
+    let out = st.take_outbox();
+    assert!(out.iter().any(|e| matches!(e,
+        Effect::End(Op::Requeue { job, from: JobState::Running, .. }) if *job == a)));
+    assert!(!out.iter().any(|e| matches!(e, Effect::End(Op::End(_)))));
+    let v = st.view(st.job(a).unwrap());
+    assert_eq!(
+        (v.state, v.reason.as_deref(), v.restarts),
+        (JobState::Pending, Some("BeginTime"), 1)
+    );
+    assert_eq!(st.queued_by(1000), 2);
+    assert_eq!(st.schedule(&s, NOW + 2), 1);
+    assert_eq!(st.job(b).unwrap().row.state, JobState::Running);
+    assert_eq!(st.job(a).unwrap().row.state, JobState::Pending);
+
+    // Cancelled while its start is tried again: it ends CANCELLED, not queued once more.
+    end(&mut st, b, JobState::Completed);
+    assert_eq!(st.schedule(&s, NOW + 10), 1);
+    st.launched(a, 4243, 2);
+    st.cancel(a, 0, NOW + 10).unwrap();
+    assert_eq!(sent.lock().unwrap().last().unwrap(), "4243 15");
+    end(&mut st, a, JobState::Pending);
+    assert_eq!(st.job(a).unwrap().row.state, JobState::Cancelled);
 }

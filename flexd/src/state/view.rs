@@ -8,6 +8,25 @@ use flex_proto::{units_text, ArrayRows, JobState, JobView, QueueRow};
 use flex_sched as sched;
 use std::borrow::Cow;
 
+/// The reason shown for a job whose start is decided but whose supervisor does not run yet.
+const STARTING: &str = "Starting";
+
+/// Whether the job's start is decided but its supervisor does not run yet: its start waits to
+/// be written (a full state disk) or is being launched.
+fn starting(r: &JobRow) -> bool {
+    r.state == JobState::Running && r.supervisor_pid.is_none()
+}
+
+/// The state people see: a job shows RUNNING, its time counting, only once its supervisor
+/// runs; until then it is PENDING with the reason "Starting".
+pub(crate) fn shown_state(r: &JobRow) -> JobState {
+    if starting(r) {
+        JobState::Pending
+    } else {
+        r.state
+    }
+}
+
 impl State {
     /// What the last pass said about a pending job.
     fn waiting(&self, r: &JobRow) -> Option<&sched::Pending> {
@@ -40,13 +59,14 @@ impl State {
             user: r.user.to_string(),
             uid: r.uid,
             account: r.account.to_string(),
-            state: r.state,
+            state: shown_state(r),
             submit_time: r.submit_time,
-            start_time: r.start_time,
+            start_time: r.start_time.filter(|_| !starting(r)),
             end_time: r.end_time,
             request: r.request.clone(),
             alloc: r.alloc.as_deref().map(StoredAlloc::view),
             reason: match (self.held_back(j), waiting) {
+                _ if starting(r) => Some(STARTING.to_string()),
                 (Some(h), _) => Some(h.to_string()),
                 (None, w) if self.short_of(r, w).is_some() => self.short_of(r, w).map(String::from),
                 (None, Some(w)) => Some(w.reason.to_string()),
@@ -146,8 +166,9 @@ impl State {
             id: r.id,
             name: Cow::Borrowed(&r.name),
             user: Cow::Borrowed(&r.user),
-            state: r.state,
+            state: shown_state(r),
             elapsed_s: match (r.start_time, r.end_time) {
+                _ if starting(r) => 0,
                 (Some(s), Some(e)) => e.saturating_sub(s),
                 (Some(s), None) => now.saturating_sub(s),
                 _ => 0,
@@ -156,10 +177,11 @@ impl State {
             units: units(&shares, &r.request),
             start: match waiting {
                 Some(w) => w.estimated_start,
-                None => r.start_time,
+                None => r.start_time.filter(|_| !starting(r)),
             },
             host: alloc.map(|a| Cow::Borrowed(a.host.as_str())),
             reason: match waiting {
+                _ if starting(r) => Some(Cow::Borrowed(STARTING)),
                 Some(w) => Some(reason_text(&w.reason)),
                 None => r.reason.as_deref().map(Cow::Borrowed),
             },

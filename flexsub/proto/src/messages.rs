@@ -202,7 +202,9 @@ pub struct JobEndedRequest {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobEndStatus {
     pub job: u64,
-    /// COMPLETED, FAILED, CANCELLED or TIMEOUT.
+    /// COMPLETED, FAILED, CANCELLED or TIMEOUT; PENDING when the job's start could not be
+    /// recorded for want of room (its run file, on a full disk) and nothing of it ran: flexd
+    /// queues it again.
     pub state: JobState,
     pub exit_code: Option<i32>,
     /// The signal that ended the job's first process.

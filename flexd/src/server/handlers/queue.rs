@@ -3,7 +3,7 @@
 //! ([`next_page`]), each made under the state's lock on its own.
 
 use crate::server::Shared;
-use crate::state::{group_id, Job, State};
+use crate::state::{group_id, shown_state, Job, State};
 use crate::store;
 use flex_proto::{
     ArrayRows, ErrorKind, JobState, JobView, QueueFilter, QueueRows, Request, Response,
@@ -83,7 +83,7 @@ fn selected<'a>(st: &'a State, f: &'a QueueFilter) -> impl Iterator<Item = &'a J
             || users
                 .iter()
                 .any(|&(name, uid)| name == &*r.user || uid == Some(r.uid)))
-            && (f.states.is_empty() || f.states.contains(&r.state))
+            && (f.states.is_empty() || f.states.contains(&shown_state(r)))
             && (f.jobs.is_empty()
                 || f.jobs.contains(&r.id)
                 || array.is_some_and(|a| f.jobs.contains(&a)))
