@@ -77,9 +77,9 @@ fn a_pending_job_shows_its_reason_and_state_filters_work() {
     let out = squeue(&["--start", "-h"]);
     assert_eq!(out.lines().count(), 1, "{out}");
     assert!(out.contains(" PD ") && out.contains("(Resources)"), "{out}");
-    let out = cmd(&d, "flexq").args(["-o", "%i %s"]).output().unwrap();
+    let out = cmd(&d, "flexq").args(["-o", "%i %!"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(text(&out.stderr).contains("%s"), "{out:?}");
+    assert!(text(&out.stderr).contains("%!"), "{out:?}");
     let out = cmd(&d, "flexcancel")
         .arg(big.to_string())
         .arg(waiting.to_string())

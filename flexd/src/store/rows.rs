@@ -193,7 +193,8 @@ pub fn job_details(
     conn: &Connection,
     job: JobId,
 ) -> Result<Option<flex_proto::JobDetails>, StoreError> {
-    let mut st = conn.prepare_cached("SELECT gid, workdir, options FROM jobs WHERE id = ?1")?;
+    let mut st = conn
+        .prepare_cached("SELECT gid, workdir, options, stdout, stderr FROM jobs WHERE id = ?1")?;
     let mut rows = st.query([job.0 as i64])?;
     let Some(r) = rows.next()? else {
         return Ok(None);
@@ -209,6 +210,10 @@ pub fn job_details(
         workdir: workdir.into(),
         command: options.command,
         constraint: options.constraint,
+        stdout: r.get(3)?,
+        stderr: r.get(4)?,
+        ntasks: options.ntasks,
+        cpus_per_task: options.cpus_per_task,
     }))
 }
 

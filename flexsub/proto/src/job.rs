@@ -437,7 +437,8 @@ pub struct JobView {
     pub details: Option<Box<JobDetails>>,
 }
 
-/// A job's submission as squeue's `%g %Z %o %f` fields show it.
+/// A job's submission as squeue's `%g %Z %o %f` fields (and `-O STDOUT`, `NumTasks`, ...)
+/// show it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobDetails {
     /// The group the job runs as.
@@ -451,6 +452,16 @@ pub struct JobDetails {
     /// `--constraint`, as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constraint: Option<String>,
+    /// `-o`/`-e` patterns as given (relative to `workdir`); None: flexd's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+    /// `-n` and `-c` as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ntasks: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus_per_task: Option<u32>,
 }
 
 /// A task of an array: the array's job id (the id flexsub printed) and its index.

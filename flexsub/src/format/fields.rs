@@ -72,6 +72,18 @@ pub(super) enum Field {
     ArrayTaskId,
     /// `%B`: the host the batch script runs on.
     BatchHost,
+    /// `%s`: the node selection plugin's data, none with Slurm's cons_tres.
+    SelectJobInfo,
+    EligibleTime,
+    NumTasks,
+    CpusPerTask,
+    Requeue,
+    RestartCnt,
+    BatchFlag,
+    Stdout,
+    Stderr,
+    Stdin,
+    Deadline,
 }
 
 /// Each field: its `-o` letter (`\0`: only by name), its `-O` names, its header.
@@ -139,6 +151,27 @@ pub(super) const FIELDS: &[(Field, char, &[&str], &str)] = &[
     (Field::ArrayJob, 'F', &["arrayjobid"], "ARRAY_JOB_ID"),
     (Field::ArrayTaskId, 'K', &["arraytaskid"], "ARRAY_TASK_ID"),
     (Field::BatchHost, 'B', &["batchhost"], "EXEC_HOST"),
+    (Field::SelectJobInfo, 's', &["selectjobinfo"], ""),
+    (
+        Field::EligibleTime,
+        '\0',
+        &["eligibletime"],
+        "ELIGIBLE_TIME",
+    ),
+    (Field::NumTasks, '\0', &["numtasks"], "TASKS"),
+    (
+        Field::CpusPerTask,
+        '\0',
+        &["cpus-per-task"],
+        "CPUS_PER_TASK",
+    ),
+    (Field::Requeue, '\0', &["requeue"], "REQUEUE"),
+    (Field::RestartCnt, '\0', &["restartcnt"], "RESTART_COUNT"),
+    (Field::BatchFlag, '\0', &["batchflag"], "BATCH_FLAG"),
+    (Field::Stdout, '\0', &["stdout"], "STDOUT"),
+    (Field::Stderr, '\0', &["stderr"], "STDERR"),
+    (Field::Stdin, '\0', &["stdin"], "STDIN"),
+    (Field::Deadline, '\0', &["deadline"], "DEADLINE"),
 ];
 
 impl Field {
@@ -147,7 +180,15 @@ impl Field {
     pub(super) fn needs_details(self) -> bool {
         matches!(
             self,
-            Field::Group | Field::GroupId | Field::Command | Field::WorkDir | Field::Features
+            Field::Group
+                | Field::GroupId
+                | Field::Command
+                | Field::WorkDir
+                | Field::Features
+                | Field::NumTasks
+                | Field::CpusPerTask
+                | Field::Stdout
+                | Field::Stderr
         )
     }
 }
@@ -322,5 +363,35 @@ pub(super) fn value(f: Field, j: &JobView, now: u64, tz: &TimeZone) -> String {
         // squeue's word for a job that has no host yet.
         Field::BatchHost if pending => "n/a".into(),
         Field::BatchHost => host(),
+        Field::SelectJobInfo => String::new(),
+        Field::EligibleTime => time_or(Some(j.submit_time), tz, "N/A"),
+        Field::NumTasks => details.and_then(|d| d.ntasks).unwrap_or(1).to_string(),
+        Field::CpusPerTask => details
+            .and_then(|d| d.cpus_per_task)
+            .unwrap_or(1)
+            .to_string(),
+        Field::Requeue => u8::from(j.requeue).to_string(),
+        Field::RestartCnt => j.restarts.to_string(),
+        Field::BatchFlag => "1".into(),
+        // The patterns as given, in the job's directory, unexpanded (as squeue shows them);
+        // stderr goes with stdout unless given.
+        Field::Stdout | Field::Stderr => match details {
+            None => NULL.into(),
+            Some(d) => {
+                let default = if j.array.is_some() {
+                    "flex-%A_%a.out"
+                } else {
+                    "flex-%j.out"
+                };
+                let out = d.stdout.as_deref().unwrap_or(default);
+                let p = match f {
+                    Field::Stderr => d.stderr.as_deref().unwrap_or(out),
+                    _ => out,
+                };
+                d.workdir.join(p).display().to_string()
+            }
+        },
+        Field::Stdin => "/dev/null".into(),
+        Field::Deadline => "N/A".into(),
     }
 }

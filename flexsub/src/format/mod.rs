@@ -306,10 +306,19 @@ mod tests {
             workdir: "/home/ann/exp".into(),
             command: Some("/home/ann/exp/train.sh".into()),
             constraint: Some("a100".into()),
+            stderr: Some("err-%j.txt".into()),
+            ntasks: Some(2),
+            ..JobDetails::default()
         }));
         assert_eq!(
             f.row(&j, 1_165, &tz),
             "4242|/home/ann/exp|/home/ann/exp/train.sh|a100|1000|"
+        );
+        let f =
+            Format::long("STDOUT:|,STDERR:|,STDIN:|,NumTasks:|,cpus-per-task:|,Requeue:").unwrap();
+        assert_eq!(
+            f.row(&j, 1_165, &tz),
+            "/home/ann/exp/flex-%j.out|/home/ann/exp/err-%j.txt|/dev/null|2|1|1"
         );
         let f = Format::short("%c;%d;%h;%H;%I;%J;%z;%X;%v;%w;%W;%x;%n;%O;%y").unwrap();
         assert!(!f.needs_details());

@@ -35,6 +35,7 @@ pub(super) const ACCEPTED: &[Accepted] = &[
     a("squeue --all --states=all --noconvert -*", "field %q", NO_ACCOUNTING),
     a("squeue --all --states=all --noconvert -*", "field PriorityLong", PRIORITY),
     a("squeue --all --states=all --noconvert -*", "field %Q", PRIORITY),
+    a("squeue -j {run} -o *", "field %p", PRIORITY),
     a("squeue --all --states=all --noconvert -*", "field TimeL*", TIME_LIMIT),
     a("squeue --all --states=all --noconvert -*", "field %l", TIME_LIMIT),
     a("squeue --all --states=all --noconvert -*", "field %L", TIME_LIMIT),

@@ -308,6 +308,23 @@ pub(crate) const QUERY: &[Form] = &[
         Compare::Output,
     ),
     form(
+        "people (the fields Open OnDemand's list leaves out)",
+        &["squeue", "-j", "{run}", "-o", "%s|%c|%m|%p|%y|%E|%h"],
+        Compare::Fields('|'),
+    ),
+    form(
+        "people (the fields Open OnDemand's list leaves out)",
+        &[
+            "squeue",
+            "-j",
+            "{run}",
+            "-O",
+            "EligibleTime:|,NumTasks:|,Requeue:|,RestartCnt:|,cpus-per-task:|,STDOUT:|,\
+             STDERR:|,STDIN:|,BatchFlag:|,Deadline:|",
+        ],
+        Compare::Fields('|'),
+    ),
+    form(
         "batchspawner",
         &["squeue", "-h", "-j", "{run}", "-o", "%T %B"],
         Compare::Output,
