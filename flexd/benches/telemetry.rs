@@ -1,6 +1,7 @@
 //! What flexd's GPU telemetry sampling costs: one sample of a full h100-80gb-x8 host (56 leaves
 //! busy) from a samples file (collecting the leaves under the state's lock, reading, adding to
-//! each job's totals), and, where NVML finds GPUs, NVML's reads for 56 leaves (this host's
+//! each job's totals), the writer's transaction that stores the running jobs' totals after each
+//! sample, and, where NVML finds GPUs, NVML's reads for 56 leaves (this host's
 //! leaves, read in turn until 56 are read). The share of one core at the default period
 //! (30 s) is a sample's time over the period.
 //!
@@ -37,8 +38,8 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2000);
     let mut b = TelemetryBench::new("h100-80gb-x8.toml", rounds);
-    let (mut collect, mut tick) = (Vec::new(), Vec::new());
-    let mut leaves = 0;
+    let (mut collect, mut tick, mut store) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut leaves, mut jobs) = (0, 0);
     for _ in 0..rounds {
         let t0 = Instant::now();
         leaves = std::hint::black_box(b.collect());
@@ -46,10 +47,17 @@ fn main() {
         let t0 = Instant::now();
         std::hint::black_box(b.tick());
         tick.push(t0.elapsed());
+        let t0 = Instant::now();
+        jobs = std::hint::black_box(b.store_totals());
+        store.push(t0.elapsed());
     }
     println!("h100-80gb-x8, {leaves} leaves busy, simulated samples file:");
     report("  collect the busy leaves (under the lock)", collect);
     report("  one whole sample (collect, read, add)", tick);
+    report(
+        &format!("  store the {jobs} running jobs' totals (the writer's transaction)"),
+        store,
+    );
     nvml(rounds.min(200));
 }
 
@@ -89,6 +97,7 @@ fn nvml(rounds: u32) {
             gpu_share: l.sm_slices as f64 / 7.0,
             gpu_instance: l.gpu_instance,
             leaf_mem_bytes: l.memory_bytes,
+            pids: Vec::new(),
         })
         .collect();
     let first = t.read(&targets);

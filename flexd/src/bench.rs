@@ -139,6 +139,9 @@ fn job(uid: u32, leaves: u32, at: u64) -> NewJob {
 pub struct TelemetryBench {
     core: crate::server::Core,
     sampler: crate::telemetry::Sampler,
+    /// A database holding the state's jobs, for the write of the running jobs' totals.
+    db: rusqlite::Connection,
+    _dir: tempfile::TempDir,
 }
 
 impl TelemetryBench {
@@ -158,13 +161,40 @@ impl TelemetryBench {
             std::path::Path::new("bench.csv"),
         )
         .expect("generated samples");
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let mut db = crate::store::open(&dir.path().join("flex.db")).expect("a database");
+        let tx = db.transaction().expect("a transaction");
+        let mut bodies = crate::store::Bodies::default();
+        let last = pass
+            .state
+            .running_jobs()
+            .map(|j| j.row.id.0)
+            .max()
+            .unwrap_or(0);
+        for n in 0..last {
+            let job = crate::store::NewJob::for_test(&format!("bench-{n}"), 0, "root", "root", 0);
+            crate::store::insert_job(&tx, &job, &mut bodies).expect("insert a job");
+        }
+        tx.commit().expect("commit");
         TelemetryBench {
             core: crate::server::Core {
                 settings: pass.settings,
                 state: pass.state,
             },
             sampler: crate::telemetry::Sampler::new(Box::new(file), 30.0),
+            db,
+            _dir: dir,
         }
+    }
+
+    /// What the writer thread does after each sample: the running jobs' totals, stored in
+    /// one transaction; the jobs written.
+    pub fn store_totals(&mut self) -> usize {
+        let totals = self.sampler.running_totals();
+        let tx = self.db.transaction().expect("a transaction");
+        crate::store::gpu::save_totals(&tx, &totals).expect("store the totals");
+        tx.commit().expect("commit");
+        totals.len()
     }
 
     /// The leaves running jobs hold: what the daemon collects under its lock.

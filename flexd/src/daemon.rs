@@ -118,8 +118,12 @@ pub fn run(opts: Options) -> Result<(), DaemonError> {
     let fd_limit = raise_nofile();
     check_socket(&paths.socket)?;
     let (cluster, cpus, enforced, source, devices) = host_model(&paths, &opts, &settings)?;
-    let sampler = sampler(&paths, &source, &settings);
-    let (writer, _writer_thread, state) = recovered_state(&paths, &settings, cluster, cpus)?;
+    let mut sampler = sampler(&paths, &source, &settings);
+    let (writer, _writer_thread, state, gpu_totals) =
+        recovered_state(&paths, &settings, cluster, cpus)?;
+    if let Some(s) = sampler.as_mut() {
+        s.resume(gpu_totals);
+    }
     let (launch_tx, launch_rx) = mpsc::channel();
     let shared = Arc::new(Shared::new(
         Core { settings, state },
@@ -359,6 +363,15 @@ fn say_cgroups() -> Enforced {
     }
 }
 
+/// What [`recovered_state`] brings back: the writer and its thread, the state, and the GPU
+/// telemetry totals stored of jobs (for the sampler to go on from).
+type Recovered = (
+    Writer,
+    std::thread::JoinHandle<()>,
+    State,
+    Vec<(JobId, flex_proto::gpu::GpuTotals)>,
+);
+
 /// Open the database, start its writer and bring back the jobs of the flexd before (see
 /// [`State::recover`]).
 fn recovered_state(
@@ -366,7 +379,7 @@ fn recovered_state(
     settings: &Settings,
     cluster: Cluster,
     cpus: CpuMap,
-) -> Result<(Writer, std::thread::JoinHandle<()>, State), DaemonError> {
+) -> Result<Recovered, DaemonError> {
     let conn = store::open(&paths.db)?;
     // SQLite creates the -wal and -shm files with the database's mode.
     for dir in [&paths.state_dir, &paths.run_dir] {
@@ -378,6 +391,7 @@ fn recovered_state(
     let texts =
         store::job_texts(&conn, since, crate::state::Text::of).map_err(|e| e.in_file(&paths.db))?;
     let usage = store::usage::load(&conn).map_err(|e| e.in_file(&paths.db))?;
+    let gpu_totals = store::gpu::load_totals(&conn).map_err(|e| e.in_file(&paths.db))?;
     let (writer, writer_thread) = Writer::spawn(conn);
     // What expired while flexd was down is not loaded, and goes now.
     writer.send(Op::PurgeFinishedBefore(since), Done::Nothing);
@@ -398,7 +412,7 @@ fn recovered_state(
         |row| find(&run_dir, row.id, row.supervisor_pid),
         |row| server::kill_leftovers(&run_dir, row.id),
     );
-    Ok((writer, writer_thread, state))
+    Ok((writer, writer_thread, state, gpu_totals))
 }
 
 /// What became of a job that was running when flexd stopped. A supervisor that cannot be

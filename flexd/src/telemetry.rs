@@ -1,8 +1,9 @@
 //! GPU telemetry of running jobs: every `telemetry_period` the sampler reads each leaf that a
-//! running job holds (`gres_plugin::telemetry`, NVML or a simulated topology's file) and adds
-//! the readings to that job's running totals; when the job is no longer running its summary,
-//! a `flex_proto::GpuUsage`, goes to the database for accounting. The latest readings are kept
-//! for the metrics endpoint. A restarted flexd starts its jobs' totals again.
+//! running job holds (`gres_plugin::telemetry`: NVML, or a simulated topology's file or seed)
+//! and adds the readings to that job's running totals; when the job is no longer running its summary,
+//! a `flex_proto::GpuUsage`, goes to the database for accounting. The totals of running jobs go
+//! to the database after every sample, and a restarted flexd goes on from them
+//! ([`Sampler::resume`]). The latest readings are kept for the metrics endpoint.
 
 use flex_proto::gpu::GpuTotals;
 use flex_proto::GpuUsage;
@@ -48,6 +49,28 @@ impl Sampler {
 
     pub(crate) fn label(&self) -> &str {
         &self.label
+    }
+
+    /// Go on from the totals stored by the flexd before (jobs running when it stopped, or
+    /// that ended before their summary was written): the jobs still running add to them, from
+    /// the same sample of a simulated series; the others' summaries come with the next tick.
+    pub(crate) fn resume(&mut self, stored: Vec<(JobId, GpuTotals)>) {
+        if !stored.is_empty() {
+            tracing::info!(
+                "GPU telemetry totals of {} job{} resumed from the database",
+                stored.len(),
+                if stored.len() == 1 { "" } else { "s" }
+            );
+        }
+        for (job, t) in stored {
+            self.source.resume(job, t.ticks);
+            self.totals.insert(job, t);
+        }
+    }
+
+    /// The totals of the jobs running at the last tick, to store.
+    pub(crate) fn running_totals(&self) -> Vec<(JobId, GpuTotals)> {
+        self.totals.iter().map(|(j, t)| (*j, t.clone())).collect()
     }
 
     /// One sample of `targets`, the leaves running jobs hold now: their readings, and the
@@ -103,11 +126,30 @@ pub(crate) fn targets(core: &crate::server::Core) -> Vec<(Target, u32)> {
                 gpu_share: leaf.sm_slices as f64 / 7.0 * u.share as f64 / 1000.0,
                 gpu_instance: leaf.gpu_instance,
                 leaf_mem_bytes: leaf.memory_bytes,
+                // A share's processes are found off the lock ([`job_pids`]), from its
+                // supervisor's.
+                pids: match (u.share >= 1000, job.row.supervisor_pid) {
+                    (false, Some(pid)) => vec![pid],
+                    _ => Vec::new(),
+                },
             };
             v.push((target, leaf.gpu.0));
         }
     }
     v
+}
+
+/// The processes of a job: those in its cgroup where its run file names one, else its
+/// supervisor and the supervisor's descendants (None: not launched yet, no processes).
+fn job_pids(run_dir: &std::path::Path, job: JobId, supervisor: Option<u32>) -> Vec<u32> {
+    use crate::exec::{cgroup::JobCgroup, files};
+    let run = files::read_run(run_dir, job).ok().flatten();
+    let cgroup = run.and_then(|r| JobCgroup::existing(r.cgroup.as_deref()?, &r.cgroups_v1));
+    match (cgroup, supervisor) {
+        (Some(c), _) => c.pids().into_iter().map(|p| p as u32).collect(),
+        (None, Some(pid)) => files::descendants(pid),
+        (None, None) => Vec::new(),
+    }
 }
 
 /// Sample every `period` until flexd stops: the readings go to `shared`'s gauges, the
@@ -127,8 +169,12 @@ pub(crate) async fn sample_loop(
             _ = stop.changed() => return,
         }
         let held = shared.with_core(|c| targets(c));
-        let targets: Vec<Target> = held.iter().map(|(t, _)| t.clone()).collect();
+        let mut targets: Vec<Target> = held.iter().map(|(t, _)| t.clone()).collect();
+        let run_dir = shared.run_dir.clone();
         let Ok((s, (readings, ended))) = tokio::task::spawn_blocking(move || {
+            for t in targets.iter_mut().filter(|t| !t.whole) {
+                t.pids = job_pids(&run_dir, t.job, t.pids.first().copied());
+            }
             let r = sampler.tick(&targets);
             (sampler, r)
         })
@@ -151,12 +197,17 @@ pub(crate) async fn sample_loop(
             })
             .collect();
         shared.set_gauges(sampler.label(), gauges);
+        use crate::store::writer::{Done, Op};
         for (job, usage) in ended {
-            let op = crate::store::writer::Op::GpuUsage {
+            let op = Op::GpuUsage {
                 job,
                 usage: Box::new(usage),
             };
-            shared.writer.send(op, crate::store::writer::Done::Nothing);
+            shared.writer.send(op, Done::Nothing);
+        }
+        let running = sampler.running_totals();
+        if !running.is_empty() {
+            shared.writer.send(Op::GpuTotals(running), Done::Nothing);
         }
     }
 }
@@ -177,6 +228,7 @@ mod tests {
             gpu_share: 1.0 / 7.0,
             gpu_instance: Some(leaf),
             leaf_mem_bytes: 5 << 30,
+            pids: Vec::new(),
         }
     }
 

@@ -237,6 +237,7 @@ fn a_seeded_topology_gives_the_generators_figures_labelled_simulated() {
                 gpu_share: leaf.sm_slices as f64 / 7.0,
                 gpu_instance: leaf.gpu_instance,
                 leaf_mem_bytes: leaf.memory_bytes,
+                pids: Vec::new(),
             }
         })
         .collect();
@@ -272,4 +273,56 @@ fn flexd_host(topo: &Path) -> gres_plugin::HostModel {
     let text = std::fs::read_to_string(topo).expect("read the topology");
     let raw = gres_plugin::topology::parse(&text, "test").expect("parse");
     gres_plugin::probe::build_host(&raw).expect("build")
+}
+
+/// A share of a whole GPU (`--gpu-fraction`) on the p4-x4 topology, whose samples file gives
+/// each GPU's own figures and, in its sixth and seventh fields, what the job's own processes
+/// use (NVML's per-process figures): the job's summary is its own figures, never the GPU's,
+/// and its energy half the GPU's power.
+#[test]
+fn a_share_of_a_whole_gpu_reports_its_own_processes_figures() {
+    let scratch = tempfile::tempdir().expect("temporary directory");
+    let mut samples =
+        String::from("# sample,leaf,mem_mib,util_pct,power_w,share_mem_mib,share_util_pct\n");
+    for leaf in 0..4 {
+        for n in 0..4 {
+            samples += &format!("{n},{leaf},7000,95,50,{},{}\n", 512 * (n + 1), 10 * (n + 1));
+        }
+    }
+    let file = scratch.path().join("p4-samples.csv");
+    std::fs::write(&file, samples).expect("write the samples");
+    let shipped = gres_plugin::topology::builtin("p4-x4.toml").expect("shipped");
+    let topo = scratch.path().join("p4-sim.toml");
+    let line = format!("telemetry = {:?}", file.display().to_string());
+    std::fs::write(&topo, format!("{line}\n{shipped}")).expect("write the topology");
+    let d = Daemon::start_with(topo.to_str().unwrap(), "telemetry_period = \"1s\"");
+    let job = submit(
+        &d,
+        scratch.path(),
+        "half.sh",
+        "#!/bin/sh\nsleep 6\n",
+        &["--gpu-fraction", "0.5"],
+    );
+    d.wait_finished(job);
+    let rec = record_with_usage(&d, job);
+    assert_eq!(
+        rec["gpu_usage"],
+        serde_json::json!({
+            "source": format!("simulated ({})", file.display()),
+            "samples": 4,
+            "period_s": 1.0,
+            "mem_max_bytes": 2048u64 << 20,
+            "mem_ave_bytes": 1280u64 << 20,
+            "util_max_pct": 40.0,
+            "util_ave_pct": 25.0,
+            // 50 W × half the GPU × 1 s × 4 samples
+            "energy_j": 100.0,
+        }),
+        "{rec}"
+    );
+    let eff = flexeff(&d, job);
+    assert!(
+        eff.contains("\nGPU Memory Utilized: peak 2.00 GiB, mean 1.25 GiB "),
+        "{eff}"
+    );
 }

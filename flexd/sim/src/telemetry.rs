@@ -84,6 +84,7 @@ pub fn sample(
                     gpu_share: leaf.sm_slices as f64 / 7.0,
                     gpu_instance: leaf.gpu_instance,
                     leaf_mem_bytes: leaf.memory_bytes,
+                    pids: Vec::new(),
                 }
             })
             .collect();

@@ -211,6 +211,30 @@ pub(crate) fn group_members(pgid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// A process and every process below it (from /proc's parent links), `pid` first.
+pub(crate) fn descendants(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![pid];
+    };
+    let parents: Vec<(u32, u64)> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|p| Some((p, stat_field(&proc_read(p, "stat").ok()??, 1)?)))
+        .collect();
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let parent = u64::from(out[i]);
+        out.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    out
+}
+
 /// A process's start time; None when it is gone.
 pub(crate) fn start_time(pid: u32) -> Result<Option<u64>, String> {
     Ok(proc_read(pid, "stat")?.and_then(|s| stat_field(&s, 19)))
@@ -378,6 +402,33 @@ pub(crate) fn kill_orphaned_group(run: &RunFile) -> Result<usize, String> {
 mod tests {
     use super::*;
     use flex_proto::JobState;
+
+    #[test]
+    fn descendants_are_the_process_and_those_below_it() {
+        let mut sh = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30 & wait"])
+            .spawn()
+            .expect("start sh");
+        let pid = sh.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let below = loop {
+            let d = descendants(pid);
+            if d.len() == 3 || std::time::Instant::now() > deadline {
+                break d;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        for p in &below[1..] {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(*p as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = sh.kill();
+        let _ = sh.wait();
+        assert_eq!((below.len(), below[0]), (3, pid), "{below:?}");
+        assert!(!descendants(std::process::id()).contains(&1));
+    }
 
     #[test]
     fn supervisor_command_lines_are_recognised() {

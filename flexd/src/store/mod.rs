@@ -7,6 +7,7 @@
 //! costing one fsync per job.
 
 pub mod acct;
+pub(crate) mod gpu;
 mod purge;
 pub(crate) mod queueing;
 pub mod schema;
@@ -195,9 +196,8 @@ impl std::fmt::Debug for NewJob {
     }
 }
 
-#[cfg(test)]
 impl NewJob {
-    /// A pending one-leaf job running `true`, for tests.
+    /// A pending one-leaf job running `true`, for tests and benchmarks.
     pub(crate) fn for_test(name: &str, uid: u32, user: &str, account: &str, at: u64) -> NewJob {
         NewJob {
             spec: JobSpec {

@@ -5,7 +5,7 @@
 use rusqlite::{Connection, Transaction};
 
 /// The version this build writes.
-pub const VERSION: u32 = 13;
+pub const VERSION: u32 = 14;
 
 /// Migration `i` brings a database at version `i` to `i + 1`.
 const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] = [
@@ -22,6 +22,7 @@ const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] =
     scripts,
     run_usage,
     purge_index,
+    gpu_totals,
 ];
 
 /// Why a database cannot be brought up to date.
@@ -284,4 +285,11 @@ fn purge_index(tx: &Transaction) -> rusqlite::Result<()> {
         "CREATE INDEX jobs_script ON jobs(script_id) WHERE script_id IS NOT NULL;
         CREATE INDEX jobs_env ON jobs(env_id) WHERE env_id IS NOT NULL;",
     )
+}
+
+/// `gpu_totals`: a running job's GPU telemetry totals so far (a JSON
+/// `flex_proto::gpu::GpuTotals`), written after every sample and cleared when its summary is
+/// written, so that a restarted flexd goes on from them. NULL for jobs stored before.
+fn gpu_totals(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch("ALTER TABLE jobs ADD COLUMN gpu_totals TEXT;")
 }

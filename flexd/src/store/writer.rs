@@ -104,6 +104,8 @@ pub(crate) enum Op {
     /// Delete the scripts and environments of the jobs that finished before this time (at
     /// start: those that expired while flexd was down).
     PurgeFinishedBefore(u64),
+    /// Running jobs' GPU telemetry totals after a sample.
+    GpuTotals(Vec<(JobId, flex_proto::gpu::GpuTotals)>),
     /// Nothing: its acknowledgement says every change sent before it is committed.
     Barrier,
 }
@@ -357,6 +359,7 @@ fn op_name(op: &Op) -> String {
         Op::GpuUsage { job, .. } => format!("record the GPU use of job {job}"),
         Op::Purge(jobs) => format!("purge the scripts of {} finished jobs", jobs.len()),
         Op::PurgeFinishedBefore(t) => format!("purge the scripts of jobs finished before {t}"),
+        Op::GpuTotals(t) => format!("record the GPU telemetry totals of {} jobs", t.len()),
         Op::Barrier => "barrier".into(),
     }
 }
@@ -417,11 +420,8 @@ fn apply(tx: &Transaction, bodies: &mut Bodies, op: &Op) -> Result<Option<JobId>
             from,
         } => queueing::requeue(tx, *job, *time, *hold, *from)?,
         Op::Update(u) => queueing::update(tx, u)?,
-        Op::GpuUsage { job, usage } => {
-            let text = serde_json::to_string(usage).expect("GpuUsage serializes");
-            tx.prepare_cached("UPDATE jobs SET gpu_usage = ?2 WHERE id = ?1")?
-                .execute(params![job.0 as i64, text])?;
-        }
+        Op::GpuUsage { job, usage } => super::gpu::save_usage(tx, *job, usage)?,
+        Op::GpuTotals(totals) => super::gpu::save_totals(tx, totals)?,
         Op::Purge(jobs) => {
             let n = purge::jobs(tx, bodies, jobs)?;
             tracing::debug!("purged the scripts and environments of {n} finished jobs");

@@ -1,11 +1,14 @@
 //! Simulated telemetry: a CSV file of samples per leaf that a simulated topology names
 //! (`telemetry = "FILE"`). Each row is one sample of one leaf, with the power its whole GPU
-//! draws at that sample as an optional fifth field:
+//! draws at that sample as an optional fifth field, and, for a whole GPU that jobs share
+//! (`--gpu-fraction`), what each job's own processes use as optional sixth and seventh fields
+//! (NVML's per-process figures; a share reports those, never the GPU's own):
 //!
 //! ```text
-//! # sample,leaf,mem_mib,util_pct[,power_w]
+//! # sample,leaf,mem_mib,util_pct[,power_w[,share_mem_mib,share_util_pct]]
 //! 0,0,3000,97,250
 //! 1,0,3100,
+//! 0,1,30000,80,300,12000,35
 //! ```
 //!
 //! `leaf` is the leaf's number (as `flexq --leaves` lists them) or its UUID. A job's n-th sample
@@ -42,10 +45,22 @@ struct Row {
     util_pct: Option<f64>,
     #[serde(default)]
     power_w: Option<f64>,
+    #[serde(default)]
+    share_mem_mib: Option<f64>,
+    #[serde(default)]
+    share_util_pct: Option<f64>,
 }
 
-/// One row's figures: memory bytes, utilisation, GPU power.
-type Figures = (Option<u64>, Option<f64>, Option<f64>);
+/// One row's figures: the leaf's memory bytes and utilisation, its GPU's power, and a share's
+/// own memory bytes and utilisation.
+#[derive(Clone, Copy, Debug)]
+struct Figures {
+    mem: Option<u64>,
+    util: Option<f64>,
+    power: Option<f64>,
+    share_mem: Option<u64>,
+    share_util: Option<f64>,
+}
 
 /// Samples of a simulated topology's leaves, from a file.
 #[derive(Debug)]
@@ -55,6 +70,8 @@ pub struct FileTelemetry {
     rows: HashMap<(String, u32), Figures>,
     /// Samples each job has taken of each leaf so far.
     taken: HashMap<(JobId, LeafId), u32>,
+    /// Samples each job had taken of its leaves before flexd restarted.
+    resumed: HashMap<JobId, u32>,
 }
 
 impl FileTelemetry {
@@ -84,32 +101,42 @@ impl FileTelemetry {
             let record = r.map_err(|e| bad(e.position().map_or(0, |p| p.line()), e.to_string()))?;
             let line = record.position().map_or(0, |p| p.line());
             let bad = |message: String| bad(line, message);
-            if !(4..=5).contains(&record.len()) {
+            if !(4..=7).contains(&record.len()) {
                 return Err(bad(format!(
-                    "expected sample,leaf,mem_mib,util_pct[,power_w], not {} fields",
+                    "expected sample,leaf,mem_mib,util_pct[,power_w[,share_mem_mib,\
+                     share_util_pct]], not {} fields",
                     record.len()
                 )));
             }
             let row: Row = record
                 .deserialize(None)
                 .map_err(|e| bad(format!("expected sample,leaf,mem_mib,util_pct: {e}")))?;
-            let mem = match row.mem_mib {
-                Some(m) if !(m >= 0.0 && m.is_finite()) => {
-                    return Err(bad(format!("leaf {}: bad mem_mib {m}", row.leaf)))
-                }
-                m => m.map(|m| (m * 1048576.0).round() as u64),
-            };
-            for (name, v) in [("util_pct", row.util_pct), ("power_w", row.power_w)] {
+            for (name, v) in [
+                ("mem_mib", row.mem_mib),
+                ("util_pct", row.util_pct),
+                ("power_w", row.power_w),
+                ("share_mem_mib", row.share_mem_mib),
+                ("share_util_pct", row.share_util_pct),
+            ] {
                 if let Some(v) = v.filter(|v| !(*v >= 0.0 && v.is_finite())) {
                     return Err(bad(format!("leaf {}: bad {name} {v}", row.leaf)));
                 }
             }
-            rows.insert((row.leaf, row.sample), (mem, row.util_pct, row.power_w));
+            let bytes = |m: Option<f64>| m.map(|m| (m * 1048576.0).round() as u64);
+            let figures = Figures {
+                mem: bytes(row.mem_mib),
+                util: row.util_pct,
+                power: row.power_w,
+                share_mem: bytes(row.share_mem_mib),
+                share_util: row.share_util_pct,
+            };
+            rows.insert((row.leaf, row.sample), figures);
         }
         Ok(FileTelemetry {
             path: path.to_path_buf(),
             rows,
             taken: HashMap::new(),
+            resumed: HashMap::new(),
         })
     }
 }
@@ -123,31 +150,38 @@ impl Telemetry for FileTelemetry {
         // Jobs that no longer hold their leaf start again from sample 0 when they return.
         let holding: Vec<(JobId, LeafId)> = targets.iter().map(|t| (t.job, t.leaf)).collect();
         self.taken.retain(|k, _| holding.contains(k));
+        self.resumed
+            .retain(|j, _| holding.iter().any(|(h, _)| h == j));
         targets
             .iter()
             .map(|t| {
-                let n = self.taken.entry((t.job, t.leaf)).or_insert(0);
+                let from = self.resumed.get(&t.job).copied().unwrap_or(0);
+                let n = self.taken.entry((t.job, t.leaf)).or_insert(from);
                 let sample = *n;
                 *n += 1;
                 let row = self
                     .rows
                     .get(&(t.leaf.0.to_string(), sample))
                     .or_else(|| self.rows.get(&(t.uuid.clone(), sample)));
-                // A share's memory and utilisation are the whole GPU's: not the job's.
-                let own = row.filter(|_| t.whole);
+                // A share reads its own processes' figures, never the whole GPU's.
+                let (mem, util) = match (row, t.whole) {
+                    (Some(r), true) => (r.mem, r.util),
+                    (Some(r), false) => (r.share_mem, r.share_util),
+                    (None, _) => (None, None),
+                };
                 Reading {
                     leaf: t.leaf,
                     job: t.job,
-                    mem_bytes: own.and_then(|r| r.0),
-                    util_pct: own.and_then(|r| r.1),
-                    gpu_power_w: row.and_then(|r| r.2),
+                    mem_bytes: mem,
+                    util_pct: util,
+                    gpu_power_w: row.and_then(|r| r.power),
                 }
             })
             .collect()
     }
 
-    fn resume(&mut self, job: JobId, leaf: LeafId, taken: u32) {
-        self.taken.insert((job, leaf), taken);
+    fn resume(&mut self, job: JobId, taken: u32) {
+        self.resumed.insert(job, taken);
     }
 }
 
@@ -165,6 +199,7 @@ mod tests {
             gpu_share: 1.0 / 7.0,
             gpu_instance: Some(leaf),
             leaf_mem_bytes: 5 << 30,
+            pids: Vec::new(),
         }
     }
 
@@ -188,8 +223,15 @@ mod tests {
             whole: false,
             ..target(0, 9)
         };
-        let r = t.read(&[shared]);
+        let r = t.read(std::slice::from_ref(&shared));
         assert_eq!((r[0].mem_bytes, r[0].gpu_power_w), (None, Some(300.0)));
+        // Where the row gives a share's own figures, the share reports those.
+        let mut t = FileTelemetry::parse("0,0,30000,80,300,512,35\n", Path::new("s.csv")).unwrap();
+        let r = t.read(&[shared]);
+        assert_eq!(
+            (r[0].mem_bytes, r[0].util_pct),
+            (Some(512 << 20), Some(35.0))
+        );
     }
 
     #[test]
@@ -208,5 +250,7 @@ mod tests {
         assert!(e.to_string().contains("bad power_w -2"), "{e}");
         let e = FileTelemetry::parse("0,0,1\n", Path::new("s.csv")).unwrap_err();
         assert!(e.to_string().contains("not 3 fields"), "{e}");
+        let e = FileTelemetry::parse("0,0,1,1,1,-1,1\n", Path::new("s.csv")).unwrap_err();
+        assert!(e.to_string().contains("bad share_mem_mib -1"), "{e}");
     }
 }

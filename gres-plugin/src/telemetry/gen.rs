@@ -8,7 +8,9 @@
 //! leaves they leave idle, as the right-size notes are for). A busy leaf's sample is its
 //! profile ±10 points of utilisation and ±5% of memory; an idle leaf holds a CUDA context
 //! (256 MiB, at most its memory) and is at 0%. The GPU's power is read as if the whole GPU ran
-//! like the leaf: 60 W idle up to 400 W at 100%.
+//! like the leaf: 60 W idle up to 400 W at 100%. A job holding a share of a whole GPU gets
+//! its own figures (as NVML's per-process ones would be): the profile within its part of the
+//! GPU, memory and utilisation times the share.
 
 use super::{Reading, Target, Telemetry};
 use crate::ids::{JobId, LeafId};
@@ -20,6 +22,8 @@ pub struct GenTelemetry {
     seed: u64,
     /// Samples each job has taken of each leaf so far.
     taken: HashMap<(JobId, LeafId), u32>,
+    /// Samples each job had taken of its leaves before flexd restarted.
+    resumed: HashMap<JobId, u32>,
 }
 
 /// splitmix64's finaliser: a well-mixed 64-bit hash of the inputs folded in.
@@ -60,6 +64,7 @@ impl GenTelemetry {
         GenTelemetry {
             seed,
             taken: HashMap::new(),
+            resumed: HashMap::new(),
         }
     }
 
@@ -100,28 +105,32 @@ impl Telemetry for GenTelemetry {
     fn read(&mut self, targets: &[Target]) -> Vec<Reading> {
         let holding: Vec<(JobId, LeafId)> = targets.iter().map(|t| (t.job, t.leaf)).collect();
         self.taken.retain(|k, _| holding.contains(k));
+        self.resumed
+            .retain(|j, _| holding.iter().any(|(h, _)| h == j));
         targets
             .iter()
             .map(|t| {
-                let n = self.taken.entry((t.job, t.leaf)).or_insert(0);
+                let from = self.resumed.get(&t.job).copied().unwrap_or(0);
+                let n = self.taken.entry((t.job, t.leaf)).or_insert(from);
                 let sample = *n;
                 *n += 1;
                 let (mem, util, power) = self.sample(t, sample);
-                // A share of a whole GPU: its GPU's power only (the GPU's memory and
-                // utilisation are not the job's).
+                // A share of a whole GPU: its own processes' figures, the profile within its
+                // part of the GPU.
+                let part = if t.whole { 1.0 } else { t.gpu_share };
                 Reading {
                     leaf: t.leaf,
                     job: t.job,
-                    mem_bytes: t.whole.then_some(mem),
-                    util_pct: t.whole.then_some(util),
+                    mem_bytes: Some((mem as f64 * part).round() as u64),
+                    util_pct: Some((util * part * 100.0).round() / 100.0),
                     gpu_power_w: Some(power),
                 }
             })
             .collect()
     }
 
-    fn resume(&mut self, job: JobId, leaf: LeafId, taken: u32) {
-        self.taken.insert((job, leaf), taken);
+    fn resume(&mut self, job: JobId, taken: u32) {
+        self.resumed.insert(job, taken);
     }
 }
 
@@ -139,6 +148,7 @@ mod tests {
             gpu_share: 1.0 / 7.0,
             gpu_instance: Some(leaf),
             leaf_mem_bytes: 5 << 30,
+            pids: Vec::new(),
         }
     }
 
@@ -176,17 +186,28 @@ mod tests {
         let whole = series(3, 4);
         let mut g = GenTelemetry::new(3);
         let targets: Vec<Target> = (0..4).map(|l| target(l, 4)).collect();
-        for l in 0..4 {
-            g.resume(JobId(4), LeafId(l), 12);
-        }
+        g.resume(JobId(4), 12);
         assert_eq!(g.read(&targets), whole[48..52].to_vec());
-        // A share of a whole GPU reports its GPU's power alone.
-        let share = Target {
-            whole: false,
+        // A half share of a whole GPU: its own figures, half those of the whole.
+        let whole = Target {
+            gpu_share: 1.0,
             ..target(0, 4)
         };
-        let r = GenTelemetry::new(3).read(&[share]);
-        assert_eq!((r[0].mem_bytes, r[0].util_pct), (None, None));
-        assert!(r[0].gpu_power_w.is_some());
+        let share = Target {
+            whole: false,
+            gpu_share: 0.5,
+            ..whole.clone()
+        };
+        let w = GenTelemetry::new(3).read(&[whole])[0].clone();
+        let h = GenTelemetry::new(3).read(&[share])[0].clone();
+        assert_eq!(
+            h.mem_bytes,
+            Some((w.mem_bytes.unwrap() as f64 / 2.0).round() as u64)
+        );
+        assert_eq!(
+            h.util_pct,
+            Some((w.util_pct.unwrap() * 50.0).round() / 100.0)
+        );
+        assert_eq!(h.gpu_power_w, w.gpu_power_w);
     }
 }

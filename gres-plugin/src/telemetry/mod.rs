@@ -12,9 +12,9 @@ pub mod nvml;
 use crate::ids::{JobId, LeafId};
 use std::path::PathBuf;
 
-/// One leaf to sample: which job holds it, and whether the job holds all of it (a share of a
-/// whole GPU cannot be told apart from the other jobs on it, so its memory and utilisation are
-/// not reported), and what part of its GPU it is (its GPU's power is shared out by that).
+/// One leaf to sample: which job holds it, whether the job holds all of it (a share of a whole
+/// GPU reports its own processes' figures, not the GPU's), and what part of its GPU it is (its
+/// GPU's power is shared out by that).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Target {
     pub leaf: LeafId,
@@ -29,6 +29,9 @@ pub struct Target {
     pub gpu_instance: Option<u32>,
     /// The leaf's GPU memory, bytes (the simulated generator fills a part of it).
     pub leaf_mem_bytes: u64,
+    /// The job's processes, for a share of a whole GPU (NVML's per-process figures are summed
+    /// over them); empty for a leaf the job holds whole.
+    pub pids: Vec<u32>,
 }
 
 /// What one leaf reported at one sample.
@@ -50,10 +53,10 @@ pub trait Telemetry: Send {
     fn label(&self) -> String;
     /// One sample of each target, in the targets' order.
     fn read(&mut self, targets: &[Target]) -> Vec<Reading>;
-    /// `job` has taken `taken` samples of `leaf` already (before flexd restarted): a source
-    /// that reads a series per job goes on from there.
-    fn resume(&mut self, job: JobId, leaf: LeafId, taken: u32) {
-        let _ = (job, leaf, taken);
+    /// `job` has taken `taken` samples of each of its leaves already (before flexd
+    /// restarted): a source that reads a series per job goes on from there.
+    fn resume(&mut self, job: JobId, taken: u32) {
+        let _ = (job, taken);
     }
 }
 
