@@ -71,10 +71,21 @@ fn a_slurm_script_with_host_options_runs_with_one_warning_per_ignored_option() {
         .args(["show", "job", &job.to_string()])
         .output()
         .unwrap();
-    assert!(
-        text(&show.stdout).contains("Comment=lr sweep 3/9"),
-        "{show:?}"
-    );
+    let shown = text(&show.stdout);
+    assert!(shown.contains("Comment=lr sweep 3/9"), "{show:?}");
+    // Where the job ran and wrote, as scontrol shows it: the script's path, the directory and
+    // the output paths with the job's id filled in.
+    let dir = dir.canonicalize().unwrap();
+    let dir = dir.display();
+    for line in [
+        format!("   Command={dir}/job.sh\n"),
+        format!("   WorkDir={dir}\n"),
+        format!("   StdErr={dir}/flex-{job}.out\n"),
+        "   StdIn=/dev/null\n".to_string(),
+        format!("   StdOut={dir}/flex-{job}.out"),
+    ] {
+        assert!(shown.contains(&line), "{line:?} in {shown}");
+    }
 }
 
 #[test]

@@ -28,7 +28,15 @@ pub(crate) async fn dispatch(shared: &Shared, peer: &Peer, req: Request) -> Resp
         Request::QueueRows(f) => shared.with_core(|c| queue::queue_rows(&c.state, &f, now)),
         Request::Cancel(req) => shared.with_core(|c| cancel::cancel(&mut c.state, peer, &req, now)),
         Request::Control(req) => {
-            shared.with_core(|c| control::control(&c.settings, &mut c.state, peer, &req, now))
+            let show = req.action == flex_proto::ControlAction::Show;
+            let r =
+                shared.with_core(|c| control::control(&c.settings, &mut c.state, peer, &req, now));
+            // `show job` prints the job's command, directory and output paths, as scontrol does.
+            if show {
+                queue::with_details(shared, r).await
+            } else {
+                r
+            }
         }
         Request::LeafMap => shared.with_core(|c| leaf_map::leaf_map(&c.state)),
         Request::Ping => Response::Pong,

@@ -224,10 +224,39 @@ pub fn show_job(j: &JobView, tz: &jiff::tz::TimeZone) -> String {
     );
     let node = j.alloc.as_ref().map_or("(null)", |a| a.host.as_str());
     let _ = write!(o, "   NodeList={node}");
+    if let Some(d) = &j.details {
+        let command = d.command.as_deref().map_or("(null)".into(), safe);
+        let _ = write!(o, "\n   Command={command}");
+        let _ = write!(o, "\n   WorkDir={}", safe(&d.workdir.display().to_string()));
+    }
     if let Some(c) = &j.comment {
         let _ = write!(o, "\n   Comment={}", safe(c));
     }
+    if let Some(d) = &j.details {
+        let path = |stderr| {
+            safe(&shown_path(j, &crate::format::output_pattern(j, d, stderr))).into_owned()
+        };
+        let _ = write!(o, "\n   StdErr={}", path(true));
+        let _ = write!(o, "\n   StdIn=/dev/null");
+        let _ = write!(o, "\n   StdOut={}", path(false));
+    }
     o
+}
+
+/// An output pattern as `scontrol show job` shows it: Slurm 22.05 (`_fname_format` in
+/// job_info.c) fills in only `%A %a %j %u %x` there, and leaves the other letters as given.
+fn shown_path(j: &JobView, pattern: &str) -> String {
+    let (array_job, index) = j
+        .array
+        .map_or((j.id.0, flex_proto::fname::NO_ARRAY_INDEX), |a| {
+            (a.job.0, a.index)
+        });
+    pattern
+        .replace("%A", &array_job.to_string())
+        .replace("%a", &index.to_string())
+        .replace("%j", &j.id.0.to_string())
+        .replace("%u", &j.user)
+        .replace("%x", &j.name)
 }
 
 #[cfg(test)]

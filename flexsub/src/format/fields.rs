@@ -373,25 +373,28 @@ pub(super) fn value(f: Field, j: &JobView, now: u64, tz: &TimeZone) -> String {
         Field::Requeue => u8::from(j.requeue).to_string(),
         Field::RestartCnt => j.restarts.to_string(),
         Field::BatchFlag => "1".into(),
-        // The patterns as given, in the job's directory, unexpanded (as squeue shows them);
-        // stderr goes with stdout unless given.
-        Field::Stdout | Field::Stderr => match details {
-            None => NULL.into(),
-            Some(d) => {
-                let default = if j.array.is_some() {
-                    "flex-%A_%a.out"
-                } else {
-                    "flex-%j.out"
-                };
-                let out = d.stdout.as_deref().unwrap_or(default);
-                let p = match f {
-                    Field::Stderr => d.stderr.as_deref().unwrap_or(out),
-                    _ => out,
-                };
-                d.workdir.join(p).display().to_string()
-            }
-        },
+        // The patterns as given, in the job's directory, unexpanded (as squeue shows them).
+        Field::Stdout | Field::Stderr => details.map_or_else(
+            || NULL.into(),
+            |d| output_pattern(j, d, matches!(f, Field::Stderr)),
+        ),
         Field::Stdin => "/dev/null".into(),
         Field::Deadline => "N/A".into(),
     }
+}
+
+/// A job's `-o` (or with `stderr`, `-e`) pattern in its directory, unexpanded: flexd's default
+/// when none was given, and stderr goes with stdout unless given.
+pub fn output_pattern(j: &JobView, d: &flex_proto::JobDetails, stderr: bool) -> String {
+    let default = if j.array.is_some() {
+        "flex-%A_%a.out"
+    } else {
+        "flex-%j.out"
+    };
+    let out = d.stdout.as_deref().unwrap_or(default);
+    let p = match stderr {
+        true => d.stderr.as_deref().unwrap_or(out),
+        false => out,
+    };
+    d.workdir.join(p).display().to_string()
 }

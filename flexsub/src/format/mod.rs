@@ -7,6 +7,7 @@
 //! `%`. In `-O`, fields are comma-separated `name[:[.][size]][suffix]`, 20 wide by default.
 
 mod fields;
+pub use fields::output_pattern;
 
 use fields::{value, Field, FIELDS};
 use flex_proto::text::escape_controls;
