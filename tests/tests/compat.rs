@@ -145,8 +145,9 @@ fn old_database_runs_in_todays_flexd(version: u32) {
         .expect("run flexacct --json");
     let jobs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(jobs.len(), 2, "{jobs:?}");
-    let cpu = if version <= 11 { None } else { Some(1983) };
-    assert_eq!(jobs[0].get("cpu_usec").and_then(|c| c.as_u64()), cpu);
+    // (The CPU time the old flexd measured, as it stored it.)
+    let cpu = jobs[0].get("cpu_usec").and_then(|c| c.as_u64());
+    assert_eq!(cpu.is_some(), version >= 12, "{}", jobs[0]);
     assert!(jobs[0].get("gpu_usage").is_none(), "{}", jobs[0]);
     assert!(jobs[1]["cpu_usec"].is_u64(), "job 6: {}", jobs[1]);
 
@@ -252,6 +253,11 @@ fn schema_v11_database_from_flexd_27081d3() {
 #[test]
 fn schema_v12_database_from_flexd_bcf9c74() {
     old_database_runs_in_todays_flexd(12);
+}
+
+#[test]
+fn schema_v13_database_from_flexd_24ad6ef() {
+    old_database_runs_in_todays_flexd(13);
 }
 
 #[test]

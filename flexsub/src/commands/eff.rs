@@ -16,7 +16,8 @@ use std::io::Write;
 /// what to ask for next time.
 ///
 /// GPU figures come from flexd's telemetry samples (NVML, or a simulated topology's samples
-/// file, labelled simulated); a figure the device does not report is "not reported".
+/// file or seeded generator, labelled simulated); a figure the device does not report is "not
+/// reported".
 ///
 /// Exit codes: 0 success, 1 unknown job or bad id, 2 usage error, 3 flexd unreachable,
 /// 4 permission denied, 5 protocol version mismatch, 6 flexd internal error.

@@ -49,7 +49,8 @@ pub struct Reading {
 
 /// A source of per-leaf samples.
 pub trait Telemetry: Send {
-    /// `nvml`, or `simulated (FILE)`: shown with every figure that comes from it.
+    /// `nvml`, or `simulated (FILE)` / `simulated (seed N)`: shown with every figure that
+    /// comes from it.
     fn label(&self) -> String;
     /// One sample of each target, in the targets' order.
     fn read(&mut self, targets: &[Target]) -> Vec<Reading>;

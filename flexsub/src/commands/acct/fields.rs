@@ -309,7 +309,7 @@ pub static FIELDS: &[Field] = &[
     field!(
         "GPUTelemetry",
         12,
-        "where its GPU figures come from: nvml, or simulated (FILE)",
+        "where its GPU figures come from: nvml, or simulated (FILE) or simulated (seed N)",
         |r, _| r
             .gpu_usage
             .as_ref()
