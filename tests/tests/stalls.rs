@@ -4,9 +4,9 @@
 //! a job that ended meanwhile is recorded, the job waiting for its leaf starts, and SIGTERM
 //! stops flexd, each at once rather than after twice the stall.
 //!
-//! The stall must fall inside a pass: the test sends SIGSTOP when flexd is seen busy (its
-//! threads used most of a core over the last few milliseconds), which with a long queue and a
-//! whole-queue backfill window is a pass and nothing else.
+//! The stall must fall inside a pass: the test sends SIGSTOP when flexd is seen busy, and keeps
+//! it only when a thread was computing at that moment, which with a long queue and a
+//! whole-queue backfill window is a pass (idle, flexd's threads wait in system calls).
 
 use flex_proto::JobState;
 use flex_tests::{script_job, Daemon};
@@ -32,21 +32,57 @@ fn cpu_ns(pid: u32) -> u64 {
         .sum()
 }
 
-/// Stop flexd with SIGSTOP while it is busy in a scheduling pass: when its threads used at
-/// least 15 ms of CPU in the last 20 ms.
+/// Whether every thread of `pid` is stopped, and whether one of them was computing (not
+/// waiting in a system call) when it stopped: None while some still run.
+fn stopped_computing(pid: u32) -> Option<bool> {
+    let mut computing = false;
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+        let state = stat.rsplit_once(") ")?.1.chars().next()?;
+        if state != 'T' && state != 't' {
+            return None;
+        }
+        // "-1 SP PC": stopped on its way back to user space, not inside a system call.
+        let syscall = std::fs::read_to_string(t.path().join("syscall")).ok()?;
+        computing |= syscall.split_whitespace().next() == Some("-1");
+    }
+    Some(computing)
+}
+
+/// Stop flexd with SIGSTOP inside a scheduling pass: when its threads used CPU over the last
+/// 20 ms (idle, flexd uses none), and one of them was found computing rather than waiting in a
+/// system call once stopped; else it goes on and the test tries again.
 fn stop_inside_a_pass(d: &Daemon) {
     let pid = d.pid();
     let deadline = Instant::now() + flex_tests::WAIT;
     let mut last = cpu_ns(pid);
     loop {
+        assert!(
+            Instant::now() < deadline,
+            "flexd was never stopped inside a pass"
+        );
         std::thread::sleep(Duration::from_millis(20));
         let now = cpu_ns(pid);
-        if now - last >= 15_000_000 {
-            flex_tests::signal(pid, libc::SIGSTOP);
+        let busy = now - last >= 5_000_000;
+        last = now;
+        if !busy {
+            continue;
+        }
+        flex_tests::signal(pid, libc::SIGSTOP);
+        let computing = loop {
+            if let Some(c) = stopped_computing(pid) {
+                break c;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        if computing {
             return;
         }
-        last = now;
-        assert!(Instant::now() < deadline, "flexd never ran a long pass");
+        flex_tests::signal(pid, libc::SIGCONT);
+        last = cpu_ns(pid);
     }
 }
 
