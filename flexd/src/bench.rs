@@ -205,7 +205,8 @@ impl TelemetryBench {
     /// One whole sample: collect, read, add; the readings taken.
     pub fn tick(&mut self) -> usize {
         let held = crate::telemetry::targets(&self.core);
+        let runs = crate::telemetry::runs(&self.core);
         let targets: Vec<_> = held.into_iter().map(|(t, _)| t).collect();
-        self.sampler.tick(&targets).0.len()
+        self.sampler.tick(&targets, &runs).0.len()
     }
 }

@@ -73,21 +73,34 @@ impl Sampler {
         self.totals.iter().map(|(j, t)| (*j, t.clone())).collect()
     }
 
-    /// One sample of `targets`, the leaves running jobs hold now: their readings, and the
-    /// summaries of the jobs seen before that hold none now (they ended).
-    pub(crate) fn tick(&mut self, targets: &[Target]) -> (Vec<Reading>, Vec<(JobId, GpuUsage)>) {
-        let readings = self.source.read(targets);
+    /// One sample of `targets`, the leaves running jobs hold now (`runs`: when each job's run
+    /// started): their readings, and the summaries of the runs seen before that are over (the
+    /// job holds no leaf now, or a later run of it holds them).
+    pub(crate) fn tick(
+        &mut self,
+        targets: &[Target],
+        runs: &BTreeMap<JobId, u64>,
+    ) -> (Vec<Reading>, Vec<(JobId, GpuUsage)>) {
         let mut ended = Vec::new();
         let running: std::collections::BTreeSet<JobId> = targets.iter().map(|t| t.job).collect();
+        let mut new_runs = Vec::new();
         self.totals.retain(|job, t| {
-            let keep = running.contains(job);
+            let run = runs.get(job).copied();
+            let keep = running.contains(job) && (t.run_start.is_none() || t.run_start == run);
             if !keep {
                 if let Some(s) = t.summary(&self.label, self.period_s) {
                     ended.push((*job, s));
                 }
+                if running.contains(job) {
+                    new_runs.push(*job);
+                }
             }
             keep
         });
+        for job in new_runs {
+            self.source.resume(job, 0);
+        }
+        let readings = self.source.read(targets);
         for job in running {
             let of_job = readings
                 .iter()
@@ -96,11 +109,19 @@ impl Sampler {
                 .map(|(r, t)| (r, t.gpu_share));
             self.totals
                 .entry(job)
-                .or_default()
+                .or_insert_with(|| GpuTotals::of_run(runs.get(&job).copied()))
                 .add(of_job, self.period_s);
         }
         (readings, ended)
     }
+}
+
+/// When each running job's run started.
+pub(crate) fn runs(core: &crate::server::Core) -> BTreeMap<JobId, u64> {
+    core.state
+        .running_jobs()
+        .filter_map(|j| Some((j.row.id, j.row.start_time?)))
+        .collect()
 }
 
 /// The leaves running jobs hold now, as the sampler reads them.
@@ -168,14 +189,14 @@ pub(crate) async fn sample_loop(
             _ = tick.tick() => {}
             _ = stop.changed() => return,
         }
-        let held = shared.with_core(|c| targets(c));
+        let (held, runs) = shared.with_core(|c| (targets(c), runs(c)));
         let mut targets: Vec<Target> = held.iter().map(|(t, _)| t.clone()).collect();
         let run_dir = shared.run_dir.clone();
         let Ok((s, (readings, ended))) = tokio::task::spawn_blocking(move || {
             for t in targets.iter_mut().filter(|t| !t.whole) {
                 t.pids = job_pids(&run_dir, t.job, t.pids.first().copied());
             }
-            let r = sampler.tick(&targets);
+            let r = sampler.tick(&targets, &runs);
             (sampler, r)
         })
         .await
@@ -242,10 +263,11 @@ mod tests {
         let src = FileTelemetry::parse(file, Path::new("s.csv")).unwrap();
         let mut s = Sampler::new(Box::new(src), 30.0);
         let targets: Vec<Target> = (0..4).map(|l| target(l, 5)).collect();
+        let runs = BTreeMap::from([(JobId(5), 100)]);
         for _ in 0..4 {
-            assert!(s.tick(&targets).1.is_empty());
+            assert!(s.tick(&targets, &runs).1.is_empty());
         }
-        let (readings, ended) = s.tick(&[]);
+        let (readings, ended) = s.tick(&[], &BTreeMap::new());
         assert!(readings.is_empty());
         let mib = 1u64 << 20;
         assert_eq!(
@@ -265,5 +287,27 @@ mod tests {
                 }
             )]
         );
+    }
+
+    /// A job requeued and started again within one period: its first run's summary comes out
+    /// as the second starts, and the second reads its series from the first sample again.
+    #[test]
+    fn a_new_run_of_a_job_starts_new_totals() {
+        let src = FileTelemetry::parse("0,0,1024,50\n1,0,2048,70\n", Path::new("s.csv")).unwrap();
+        let mut s = Sampler::new(Box::new(src), 1.0);
+        let targets = [target(0, 7)];
+        let first = BTreeMap::from([(JobId(7), 100)]);
+        assert!(s.tick(&targets, &first).1.is_empty());
+        assert!(s.tick(&targets, &first).1.is_empty());
+        let second = BTreeMap::from([(JobId(7), 160)]);
+        let (readings, ended) = s.tick(&targets, &second);
+        assert_eq!(ended.len(), 1);
+        assert_eq!(
+            (ended[0].1.samples, ended[0].1.mem_max_bytes),
+            (2, Some(2048 << 20))
+        );
+        assert_eq!(readings[0].mem_bytes, Some(1024 << 20));
+        let totals = s.running_totals();
+        assert_eq!((totals[0].1.run_start, totals[0].1.ticks), (Some(160), 1));
     }
 }

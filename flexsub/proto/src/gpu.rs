@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 /// the sum over the leaves that did.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GpuTotals {
+    /// When the run these totals are of started (a requeued job's next run starts new ones).
+    #[serde(default)]
+    pub run_start: Option<u64>,
     /// Samples taken of the job's leaves, whether or not they reported anything (a series per
     /// job, as the simulated sources read, goes on from here after a restart).
     pub ticks: u32,
@@ -73,6 +76,14 @@ mod opt_text {
 }
 
 impl GpuTotals {
+    /// No samples yet of the run that started at `run_start`.
+    pub fn of_run(run_start: Option<u64>) -> Self {
+        GpuTotals {
+            run_start,
+            ..GpuTotals::default()
+        }
+    }
+
     /// Add one sample of the job's leaves (`readings`, with the part of its GPU each is),
     /// `period_s` after the one before.
     pub fn add<'a>(

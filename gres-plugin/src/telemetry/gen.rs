@@ -130,6 +130,7 @@ impl Telemetry for GenTelemetry {
     }
 
     fn resume(&mut self, job: JobId, taken: u32) {
+        self.taken.retain(|(j, _), _| *j != job);
         self.resumed.insert(job, taken);
     }
 }

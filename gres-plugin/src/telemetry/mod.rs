@@ -55,7 +55,8 @@ pub trait Telemetry: Send {
     /// One sample of each target, in the targets' order.
     fn read(&mut self, targets: &[Target]) -> Vec<Reading>;
     /// `job` has taken `taken` samples of each of its leaves already (before flexd
-    /// restarted): a source that reads a series per job goes on from there.
+    /// restarted; 0 when a new run of it starts): a source that reads a series per job goes on
+    /// from there.
     fn resume(&mut self, job: JobId, taken: u32) {
         let _ = (job, taken);
     }
