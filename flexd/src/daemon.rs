@@ -369,7 +369,7 @@ type Recovered = (
     Writer,
     std::thread::JoinHandle<()>,
     State,
-    Vec<(JobId, flex_proto::gpu::GpuTotals)>,
+    Vec<(JobId, gres_plugin::telemetry::summary::GpuTotals)>,
 );
 
 /// Open the database, start its writer and bring back the jobs of the flexd before (see

@@ -1,12 +1,13 @@
 //! GPU telemetry of running jobs: every `telemetry_period` the sampler reads each leaf that a
 //! running job holds (`gres_plugin::telemetry`: NVML, or a simulated topology's file or seed)
-//! and adds the readings to that job's running totals; when the job is no longer running its summary,
-//! a `flex_proto::GpuUsage`, goes to the database for accounting. The totals of running jobs go
-//! to the database after every sample, and a restarted flexd goes on from them
-//! ([`Sampler::resume`]). The latest readings are kept for the metrics endpoint.
+//! and adds the readings to that job's running totals (`gres_plugin::telemetry::summary`); when
+//! the job is no longer running its summary, a `GpuUsage`, goes to the database for
+//! accounting. The totals of running jobs go to the database after every sample, and a
+//! restarted flexd goes on from them ([`Sampler::resume`]). The latest readings are kept for
+//! the metrics endpoint.
 
-use flex_proto::gpu::GpuTotals;
 use flex_proto::GpuUsage;
+use gres_plugin::telemetry::summary::GpuTotals;
 use gres_plugin::telemetry::{Reading, Target, Telemetry};
 use gres_plugin::{JobId, LeafId};
 use std::collections::BTreeMap;

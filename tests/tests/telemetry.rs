@@ -243,7 +243,7 @@ fn a_seeded_topology_gives_the_generators_figures_labelled_simulated() {
         .collect();
     assert_eq!(targets.len(), 2, "{rec}");
     let mut gen = GenTelemetry::new(7);
-    let mut totals = flex_proto::gpu::GpuTotals::default();
+    let mut totals = gres_plugin::telemetry::summary::GpuTotals::default();
     for _ in 0..usage.samples {
         let r = gen.read(&targets);
         totals.add(r.iter().zip(&targets).map(|(r, t)| (r, t.gpu_share)), 1.0);

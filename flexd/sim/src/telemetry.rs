@@ -1,16 +1,16 @@
 //! Simulated GPU telemetry of a replay: where the topology names a telemetry source (a samples
 //! file or a seed, `gres_plugin::telemetry::Simulated`), each job of a Flex-MIG run is sampled
 //! as flexd samples it, once at the end of each whole period of its run, through the same
-//! source and the same totals (`flex_proto::gpu::GpuTotals`), so a job's summary is the one
-//! flexd would keep for it. What comes out is labelled simulated.
+//! source and the same totals (`gres_plugin::telemetry::summary::GpuTotals`), so a job's
+//! summary is the one flexd would keep for it. What comes out is labelled simulated.
 //!
 //! Only Flex-MIG (`fm`) runs are sampled: the sources read leaves, and Static- and Dynamic-MIG
 //! place instances that are not the topology's leaves.
 
 use crate::engine::RunResult;
 use crate::models::{Hardware, ModelKind};
-use flex_proto::gpu::{leaves_needed, GpuTotals};
-use flex_proto::GpuUsage;
+use gres_plugin::telemetry::summary::GpuUsage;
+use gres_plugin::telemetry::summary::{leaves_needed, GpuTotals};
 use gres_plugin::telemetry::{Simulated, Target};
 use gres_plugin::{JobId, LeafId};
 use serde::Serialize;
@@ -163,8 +163,8 @@ impl GpuTelemetry {
 }
 
 /// The per-job columns `--jobs-out` adds with telemetry, after the run's own.
-pub const JOB_COLUMNS: &str =
-    "gpu_mem_max_mib,gpu_mem_ave_mib,gpu_util_max_pct,gpu_util_ave_pct,gpu_energy_j,right_size_leaves,gpu_telemetry";
+pub const JOB_COLUMNS: &str = "gpu_mem_max_mib,gpu_mem_ave_mib,gpu_util_max_pct,\
+    gpu_util_ave_pct,gpu_energy_j,right_size_leaves,gpu_telemetry";
 
 /// A job's values for [`JOB_COLUMNS`]; empty where not reported.
 pub fn job_fields(j: &JobGpu) -> String {

@@ -1,10 +1,10 @@
 //! GPU telemetry as stored: each running job's running totals (`gpu_totals`, a JSON
-//! `flex_proto::gpu::GpuTotals`) after every sample, so that a restarted flexd goes on from
-//! them, and its summary (`gpu_usage`) once it has ended, which clears its totals.
+//! `gres_plugin::telemetry::summary::GpuTotals`) after every sample, so that a restarted flexd
+//! goes on from them, and its summary (`gpu_usage`) once it has ended, which clears its totals.
 
 use super::StoreError;
-use flex_proto::gpu::GpuTotals;
 use flex_proto::GpuUsage;
+use gres_plugin::telemetry::summary::GpuTotals;
 use gres_plugin::JobId;
 use rusqlite::{params, Connection, Transaction};
 

@@ -288,8 +288,9 @@ fn purge_index(tx: &Transaction) -> rusqlite::Result<()> {
 }
 
 /// `gpu_totals`: a running job's GPU telemetry totals so far (a JSON
-/// `flex_proto::gpu::GpuTotals`), written after every sample and cleared when its summary is
-/// written, so that a restarted flexd goes on from them. NULL for jobs stored before.
+/// `gres_plugin::telemetry::summary::GpuTotals`), written after every sample and cleared when
+/// its summary is written, so that a restarted flexd goes on from them. NULL for jobs stored
+/// before.
 fn gpu_totals(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch("ALTER TABLE jobs ADD COLUMN gpu_totals TEXT;")
 }

@@ -105,7 +105,7 @@ pub(crate) enum Op {
     /// start: those that expired while flexd was down).
     PurgeFinishedBefore(u64),
     /// Running jobs' GPU telemetry totals after a sample.
-    GpuTotals(Vec<(JobId, flex_proto::gpu::GpuTotals)>),
+    GpuTotals(Vec<(JobId, gres_plugin::telemetry::summary::GpuTotals)>),
     /// Nothing: its acknowledgement says every change sent before it is committed.
     Barrier,
 }

@@ -11,7 +11,6 @@
 //!   [`Response`] variants that answer them.
 //! - [`array`]: job arrays, dependencies and job references (`12_[3-5]`) as Slurm writes them.
 //! - [`job`]: [`JobSpec`], [`JobState`], [`JobView`]; [`rows`]: flexq's compact rows.
-//! - [`gpu`]: a job's GPU telemetry totals and the summary they make.
 //! - [`text`]: numbers and sizes as the tables print them.
 //! - [`fname`]: sbatch's filename patterns (`%j`, `%3a`, ...) for the output files.
 //! - [`config`]: the few keys of flexd.toml the commands read (the socket, the script limits),
@@ -33,7 +32,6 @@ pub mod config;
 pub mod constraint;
 pub mod fname;
 pub mod frame;
-pub mod gpu;
 pub mod job;
 pub mod messages;
 pub mod rows;

@@ -310,38 +310,9 @@ pub struct AcctRecord {
     pub comment: Option<String>,
 }
 
-/// A job's GPU use as flexd sampled it (per leaf, summed over the job's leaves at each
-/// sample). A figure the hardware did not report is None ("not reported"), never a guess.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct GpuUsage {
-    /// Where the samples came from: `nvml`, or for a simulated topology `simulated (FILE)`
-    /// (its samples file) or `simulated (seed N)` (its generator).
-    pub source: String,
-    /// Samples taken while the job ran in which any of its leaves reported something.
-    pub samples: u32,
-    /// Seconds between samples.
-    pub period_s: f64,
-    /// GPU memory in use on the job's leaves together, in bytes: the peak and the mean of the
-    /// samples that reported it.
-    pub mem_max_bytes: Option<u64>,
-    pub mem_ave_bytes: Option<u64>,
-    /// Utilisation in percent of one leaf, summed over the job's leaves (a 4-leaf job with
-    /// every leaf busy is 400): the peak and the mean of the samples that reported it.
-    pub util_max_pct: Option<f64>,
-    pub util_ave_pct: Option<f64>,
-    /// Energy in joules: at each sample, the power of each of its GPUs times the part of that
-    /// GPU it held (SM slices / 7 × share), times the period. None when no GPU reported power
-    /// (and in summaries written before energy was kept).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub energy_j: Option<f64>,
-}
-
-impl GpuUsage {
-    /// Whether the samples came from a simulated topology, not the hardware.
-    pub fn simulated(&self) -> bool {
-        self.source.starts_with("simulated")
-    }
-}
+/// A job's GPU use as flexd sampled it (the type lives beside the totals that make it, in
+/// `gres_plugin::telemetry::summary`, which flexsim shares).
+pub use gres_plugin::telemetry::summary::GpuUsage;
 
 /// A host's capacity, for utilization.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -177,7 +177,7 @@ fn gpu_advice(r: &AcctRecord, g: &GpuUsage) -> Option<Advice> {
     if sizes.len() != r.leaves.len() {
         return None;
     }
-    let need = flex_proto::gpu::leaves_needed(g, &sizes)?;
+    let need = gres_plugin::telemetry::summary::leaves_needed(g, &sizes)?;
     if need >= r.leaves.len() {
         return None;
     }

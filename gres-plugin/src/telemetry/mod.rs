@@ -2,12 +2,14 @@
 //! sampling period. The interface ([`Telemetry`], [`Reading`]) and its sources: [`nvml`] on
 //! real GPUs (behind the `nvml` feature), and for simulated topologies ([`Simulated`]) [`file`],
 //! a file of samples, or [`gen`], samples drawn from a seed. A figure a source cannot give is
-//! None ("not reported"), never a made-up number.
+//! None ("not reported"), never a made-up number. [`summary`] turns a job's samples into its
+//! totals and summary.
 
 pub mod file;
 pub mod gen;
 #[cfg(feature = "nvml")]
 pub mod nvml;
+pub mod summary;
 
 use crate::ids::{JobId, LeafId};
 use std::path::PathBuf;

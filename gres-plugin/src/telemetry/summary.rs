@@ -1,11 +1,44 @@
 //! A job's GPU usage as telemetry samples build it: [`GpuTotals`], the running totals each
 //! sample of the job's leaves adds to (flexd keeps them per running job and stores them, so a
 //! restart goes on from them; flexsim builds them from simulated samples), the [`GpuUsage`]
-//! summary they make, and [`leaves_needed`], the fewest leaves a summary says the job needed.
+//! summary they make (flexd keeps it with the job's record; `flex_proto` carries it to the
+//! commands), and [`leaves_needed`], the fewest leaves a summary says the job needed.
 
-use crate::GpuUsage;
-use gres_plugin::telemetry::Reading;
+use super::Reading;
 use serde::{Deserialize, Serialize};
+
+/// A job's GPU use as flexd sampled it (per leaf, summed over the job's leaves at each
+/// sample). A figure the hardware did not report is None ("not reported"), never a guess.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuUsage {
+    /// Where the samples came from: `nvml`, or for a simulated topology `simulated (FILE)`
+    /// (its samples file) or `simulated (seed N)` (its generator).
+    pub source: String,
+    /// Samples taken while the job ran in which any of its leaves reported something.
+    pub samples: u32,
+    /// Seconds between samples.
+    pub period_s: f64,
+    /// GPU memory in use on the job's leaves together, in bytes: the peak and the mean of the
+    /// samples that reported it.
+    pub mem_max_bytes: Option<u64>,
+    pub mem_ave_bytes: Option<u64>,
+    /// Utilisation in percent of one leaf, summed over the job's leaves (a 4-leaf job with
+    /// every leaf busy is 400): the peak and the mean of the samples that reported it.
+    pub util_max_pct: Option<f64>,
+    pub util_ave_pct: Option<f64>,
+    /// Energy in joules: at each sample, the power of each of its GPUs times the part of that
+    /// GPU it held (SM slices / 7 × share), times the period. None when no GPU reported power
+    /// (and in summaries written before energy was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_j: Option<f64>,
+}
+
+impl GpuUsage {
+    /// Whether the samples came from a simulated topology, not the hardware.
+    pub fn simulated(&self) -> bool {
+        self.source.starts_with("simulated")
+    }
+}
 
 /// One job's running totals. A sample counts (for `samples`, and for a figure) when at least
 /// one of the job's leaves reported something (that figure); the job's value at a sample is
@@ -168,7 +201,7 @@ pub fn leaves_needed(g: &GpuUsage, sizes: &[u64]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gres_plugin::{JobId, LeafId};
+    use crate::ids::{JobId, LeafId};
 
     fn reading(mem: Option<u64>, util: Option<f64>, w: Option<f64>) -> Reading {
         Reading {
