@@ -241,17 +241,7 @@ mod tests {
     use std::path::Path;
 
     fn target(leaf: u32, job: u64) -> Target {
-        Target {
-            leaf: LeafId(leaf),
-            uuid: format!("MIG-{leaf}"),
-            job: JobId(job),
-            whole: true,
-            gpu_uuid: "GPU-0".into(),
-            gpu_share: 1.0 / 7.0,
-            gpu_instance: Some(leaf),
-            leaf_mem_bytes: 5 << 30,
-            pids: Vec::new(),
-        }
+        Target::test_mig_leaf(leaf, job)
     }
 
     /// Job 5 holds leaves 0-3 (1g each); only leaf 0 works (2-3 GiB, 90-100 %, its GPU at

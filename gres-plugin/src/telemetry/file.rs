@@ -16,8 +16,8 @@
 //! starts; a leaf with no row for n, and an empty field, report nothing. Lines starting with
 //! `#` are comments.
 
-use super::{Reading, Target, Telemetry};
-use crate::ids::{JobId, LeafId};
+use super::{Reading, Series, Target, Telemetry};
+use crate::ids::JobId;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -68,10 +68,8 @@ pub struct FileTelemetry {
     path: PathBuf,
     /// (leaf number or UUID, sample) -> its figures.
     rows: HashMap<(String, u32), Figures>,
-    /// Samples each job has taken of each leaf so far.
-    taken: HashMap<(JobId, LeafId), u32>,
-    /// Samples each job had taken of its leaves before flexd restarted.
-    resumed: HashMap<JobId, u32>,
+    /// Where each job is in its series.
+    series: Series,
 }
 
 impl FileTelemetry {
@@ -135,8 +133,7 @@ impl FileTelemetry {
         Ok(FileTelemetry {
             path: path.to_path_buf(),
             rows,
-            taken: HashMap::new(),
-            resumed: HashMap::new(),
+            series: Series::default(),
         })
     }
 }
@@ -147,18 +144,11 @@ impl Telemetry for FileTelemetry {
     }
 
     fn read(&mut self, targets: &[Target]) -> Vec<Reading> {
-        // Jobs that no longer hold their leaf start again from sample 0 when they return.
-        let holding: Vec<(JobId, LeafId)> = targets.iter().map(|t| (t.job, t.leaf)).collect();
-        self.taken.retain(|k, _| holding.contains(k));
-        self.resumed
-            .retain(|j, _| holding.iter().any(|(h, _)| h == j));
+        let samples = self.series.next(targets);
         targets
             .iter()
-            .map(|t| {
-                let from = self.resumed.get(&t.job).copied().unwrap_or(0);
-                let n = self.taken.entry((t.job, t.leaf)).or_insert(from);
-                let sample = *n;
-                *n += 1;
+            .zip(samples)
+            .map(|(t, sample)| {
                 let row = self
                     .rows
                     .get(&(t.leaf.0.to_string(), sample))
@@ -181,8 +171,7 @@ impl Telemetry for FileTelemetry {
     }
 
     fn resume(&mut self, job: JobId, taken: u32) {
-        self.taken.retain(|(j, _), _| *j != job);
-        self.resumed.insert(job, taken);
+        self.series.resume(job, taken);
     }
 }
 
@@ -191,17 +180,7 @@ mod tests {
     use super::*;
 
     fn target(leaf: u32, job: u64) -> Target {
-        Target {
-            leaf: LeafId(leaf),
-            uuid: format!("MIG-{leaf}"),
-            job: JobId(job),
-            whole: true,
-            gpu_uuid: "GPU-0".into(),
-            gpu_share: 1.0 / 7.0,
-            gpu_instance: Some(leaf),
-            leaf_mem_bytes: 5 << 30,
-            pids: Vec::new(),
-        }
+        Target::test_mig_leaf(leaf, job)
     }
 
     #[test]

@@ -12,18 +12,15 @@
 //! its own figures (as NVML's per-process ones would be): the profile within its part of the
 //! GPU, memory and utilisation times the share.
 
-use super::{Reading, Target, Telemetry};
-use crate::ids::{JobId, LeafId};
-use std::collections::HashMap;
+use super::{Reading, Series, Target, Telemetry};
+use crate::ids::JobId;
 
 /// The generator of one seed.
 #[derive(Debug)]
 pub struct GenTelemetry {
     seed: u64,
-    /// Samples each job has taken of each leaf so far.
-    taken: HashMap<(JobId, LeafId), u32>,
-    /// Samples each job had taken of its leaves before flexd restarted.
-    resumed: HashMap<JobId, u32>,
+    /// Where each job is in its series.
+    series: Series,
 }
 
 /// splitmix64's finaliser: a well-mixed 64-bit hash of the inputs folded in.
@@ -63,8 +60,7 @@ impl GenTelemetry {
     pub fn new(seed: u64) -> Self {
         GenTelemetry {
             seed,
-            taken: HashMap::new(),
-            resumed: HashMap::new(),
+            series: Series::default(),
         }
     }
 
@@ -103,17 +99,11 @@ impl Telemetry for GenTelemetry {
     }
 
     fn read(&mut self, targets: &[Target]) -> Vec<Reading> {
-        let holding: Vec<(JobId, LeafId)> = targets.iter().map(|t| (t.job, t.leaf)).collect();
-        self.taken.retain(|k, _| holding.contains(k));
-        self.resumed
-            .retain(|j, _| holding.iter().any(|(h, _)| h == j));
+        let samples = self.series.next(targets);
         targets
             .iter()
-            .map(|t| {
-                let from = self.resumed.get(&t.job).copied().unwrap_or(0);
-                let n = self.taken.entry((t.job, t.leaf)).or_insert(from);
-                let sample = *n;
-                *n += 1;
+            .zip(samples)
+            .map(|(t, sample)| {
                 let (mem, util, power) = self.sample(t, sample);
                 // A share of a whole GPU: its own processes' figures, the profile within its
                 // part of the GPU.
@@ -130,8 +120,7 @@ impl Telemetry for GenTelemetry {
     }
 
     fn resume(&mut self, job: JobId, taken: u32) {
-        self.taken.retain(|(j, _), _| *j != job);
-        self.resumed.insert(job, taken);
+        self.series.resume(job, taken);
     }
 }
 
@@ -140,17 +129,7 @@ mod tests {
     use super::*;
 
     fn target(leaf: u32, job: u64) -> Target {
-        Target {
-            leaf: LeafId(leaf),
-            uuid: format!("MIG-{leaf}"),
-            job: JobId(job),
-            whole: true,
-            gpu_uuid: "GPU-0".into(),
-            gpu_share: 1.0 / 7.0,
-            gpu_instance: Some(leaf),
-            leaf_mem_bytes: 5 << 30,
-            pids: Vec::new(),
-        }
+        Target::test_mig_leaf(leaf, job)
     }
 
     fn series(seed: u64, job: u64) -> Vec<Reading> {

@@ -12,6 +12,7 @@ pub mod nvml;
 pub mod summary;
 
 use crate::ids::{JobId, LeafId};
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 /// One leaf to sample: which job holds it, whether the job holds all of it (a share of a whole
@@ -79,5 +80,62 @@ impl Simulated {
             Simulated::File(p) => Box::new(file::FileTelemetry::open(p)?),
             Simulated::Seed(s) => Box::new(gen::GenTelemetry::new(*s)),
         })
+    }
+}
+
+/// Where each job is in its series of samples, for the simulated sources, which read sample n
+/// of a job's leaf: a job starts at 0 on each leaf, goes on where it was after a restart of
+/// flexd ([`Telemetry::resume`]), and starts again from 0 when it comes back after losing its
+/// leaf (a requeue).
+#[derive(Debug, Default)]
+pub(crate) struct Series {
+    /// Samples each job has taken of each leaf so far.
+    taken: HashMap<(JobId, LeafId), u32>,
+    /// Samples each job had taken of its leaves before flexd restarted.
+    resumed: HashMap<JobId, u32>,
+}
+
+impl Series {
+    /// The sample number of each target's reading now, in the targets' order; the jobs that
+    /// no longer hold their leaves are forgotten.
+    pub(crate) fn next(&mut self, targets: &[Target]) -> Vec<u32> {
+        let holding: Vec<(JobId, LeafId)> = targets.iter().map(|t| (t.job, t.leaf)).collect();
+        self.taken.retain(|k, _| holding.contains(k));
+        self.resumed
+            .retain(|j, _| holding.iter().any(|(h, _)| h == j));
+        targets
+            .iter()
+            .map(|t| {
+                let from = self.resumed.get(&t.job).copied().unwrap_or(0);
+                let n = self.taken.entry((t.job, t.leaf)).or_insert(from);
+                *n += 1;
+                *n - 1
+            })
+            .collect()
+    }
+
+    /// See [`Telemetry::resume`].
+    pub(crate) fn resume(&mut self, job: JobId, taken: u32) {
+        self.taken.retain(|(j, _), _| *j != job);
+        self.resumed.insert(job, taken);
+    }
+}
+
+impl Target {
+    /// Leaf `leaf` of an A100 in MIG mode (a 1g.5gb instance, GPU instance `leaf`) held whole
+    /// by job `job`: the target the sources' tests read.
+    #[doc(hidden)]
+    pub fn test_mig_leaf(leaf: u32, job: u64) -> Target {
+        Target {
+            leaf: LeafId(leaf),
+            uuid: format!("MIG-{leaf}"),
+            job: JobId(job),
+            whole: true,
+            gpu_uuid: "GPU-0".into(),
+            gpu_share: 1.0 / 7.0,
+            gpu_instance: Some(leaf),
+            leaf_mem_bytes: 5 << 30,
+            pids: Vec::new(),
+        }
     }
 }
