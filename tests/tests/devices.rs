@@ -14,8 +14,6 @@
 use flex_tests::{script_job, wait_for, Daemon};
 use gres_plugin::JobId;
 use std::collections::BTreeMap;
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// GPU 0 split into two 3g.20gb MIG instances (GPU instances 1 and 2), GPU 1 whole.
@@ -49,22 +47,10 @@ fn skip(why: &str) -> bool {
 }
 
 fn mknod(path: &Path, major: u32, minor: u32) {
-    let p = CString::new(path.as_os_str().as_bytes()).unwrap();
-    // SAFETY: mknod reads a NUL-terminated path.
-    let r = unsafe {
-        libc::mknod(
-            p.as_ptr(),
-            libc::S_IFCHR | 0o666,
-            libc::makedev(major, minor),
-        )
-    };
-    assert_eq!(
-        r,
-        0,
-        "mknod {}: {}",
-        path.display(),
-        std::io::Error::last_os_error()
-    );
+    use nix::sys::stat::{makedev, mknod, Mode, SFlag};
+    let dev = makedev(major.into(), minor.into());
+    mknod(path, SFlag::S_IFCHR, Mode::from_bits_truncate(0o666), dev)
+        .unwrap_or_else(|e| panic!("mknod {}: {e}", path.display()));
 }
 
 /// A character major no driver of this kernel has taken.

@@ -137,22 +137,10 @@ fn as_root() -> bool {
 
 /// Make a character device node `c major:minor` at `path`.
 fn mknod(path: &Path, major: u32, minor: u32) {
-    let p = CString::new(path.as_os_str().as_bytes()).unwrap();
-    // SAFETY: mknod reads a NUL-terminated path.
-    let r = unsafe {
-        libc::mknod(
-            p.as_ptr(),
-            libc::S_IFCHR | 0o666,
-            libc::makedev(major, minor),
-        )
-    };
-    assert_eq!(
-        r,
-        0,
-        "mknod {}: {}",
-        path.display(),
-        std::io::Error::last_os_error()
-    );
+    use nix::sys::stat::{makedev, mknod, Mode, SFlag};
+    let dev = makedev(major.into(), minor.into());
+    mknod(path, SFlag::S_IFCHR, Mode::from_bits_truncate(0o666), dev)
+        .unwrap_or_else(|e| panic!("mknod {}: {e}", path.display()));
 }
 
 /// Open each of `paths` read-write from a process in the cgroup `dir`: "ENXIO", "EPERM", "ok"
