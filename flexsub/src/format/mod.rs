@@ -112,21 +112,17 @@ impl Format {
                     names.join(", ")
                 ));
             };
-            let right = rest.starts_with('.');
-            let rest = rest.trim_start_matches('.');
-            let split = rest
-                .find(|c: char| !c.is_ascii_digit())
-                .unwrap_or(rest.len());
+            let (right, size, suffix) = long_size(rest);
             out.push(Piece::Column(Column {
                 field: f.0,
-                width: match rest[..split].parse() {
-                    Ok(0) => None,
-                    Ok(w) => Some(w),
-                    Err(_) if sized => None,
-                    Err(_) => Some(20),
+                width: match size {
+                    Some(0) => None,
+                    Some(w) => Some(w),
+                    None if sized => None,
+                    None => Some(20),
                 },
                 right,
-                suffix: rest[split..].to_string(),
+                suffix: suffix.to_string(),
             }));
         }
         if out.is_empty() {
@@ -189,6 +185,17 @@ impl Format {
 /// The first `n` characters of `s` (a cell of a fixed-width column).
 pub fn cut(s: &str, n: usize) -> String {
     s.chars().take(n).collect()
+}
+
+/// The part of a `--Format` item after its `:`, `[.][size][suffix]`, as squeue and sinfo read
+/// it: right-justified or not, the size when one is given, and the suffix.
+pub fn long_size(rest: &str) -> (bool, Option<usize>, &str) {
+    let right = rest.starts_with('.');
+    let rest = rest.trim_start_matches('.');
+    let split = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    (right, rest[..split].parse().ok(), &rest[split..])
 }
 
 #[cfg(test)]

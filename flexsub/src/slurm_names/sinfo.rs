@@ -178,16 +178,12 @@ fn long(fmt: &str) -> Result<Vec<Piece>, Error> {
                 known.join(", ")
             )));
         };
-        let right = rest.starts_with('.');
-        let rest = rest.trim_start_matches('.');
-        let split = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
+        let (right, size, suffix) = crate::format::long_size(rest);
         out.push(Piece::Field {
             field,
-            width: Some(rest[..split].parse().unwrap_or(20)),
+            width: Some(size.unwrap_or(20)),
             right,
-            suffix: rest[split..].to_string(),
+            suffix: suffix.to_string(),
         });
     }
     if out.is_empty() {
