@@ -87,8 +87,9 @@ fn list(v: &str) -> Vec<String> {
 fn parse(words: &[String]) -> Result<Ask, Error> {
     let mut opts = Vec::new();
     let mut rest = Vec::new();
+    // Options may come anywhere, as getopt_long lets them in Slurm's sacctmgr.
     for w in words {
-        if w.starts_with('-') && rest.is_empty() {
+        if w.starts_with('-') {
             opts.push(w.as_str());
         } else {
             rest.push(w.as_str());
@@ -468,6 +469,9 @@ mod tests {
         assert_eq!(a.users, ["ann"]);
         assert!(a.parsable.is_none());
         assert_eq!(columns(a.format.as_deref().unwrap()).unwrap(), [(1, 256)]);
+        let a = parse(&words("show assoc format=account,user -P -n")).unwrap();
+        assert!(a.noheader && a.parsable == Some(false));
+        assert_eq!(a.format.as_deref(), Some("account,user"));
         let a = parse(&words("show qos normal")).unwrap();
         assert!(matches!(a.entity, Entity::Qos) && a.names == ["normal"]);
         assert!(parse(&words("add user bob account=x")).is_err());
