@@ -325,4 +325,12 @@ fn a_share_of_a_whole_gpu_reports_its_own_processes_figures() {
         eff.contains("\nGPU Memory Utilized: peak 2.00 GiB, mean 1.25 GiB "),
         "{eff}"
     );
+    // 40% of the GPU's compute at its peak fits in 0.4 of it.
+    assert!(
+        eff.contains(
+            "--gpu-fraction 0.4: it held 0.5 of the GPU; peak GPU utilisation 40% and peak GPU \
+             memory 2.00 GiB of the GPU's "
+        ),
+        "{eff}"
+    );
 }

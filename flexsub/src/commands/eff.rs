@@ -154,24 +154,33 @@ fn advice(r: &AcctRecord, e: &Efficiency) -> Vec<Advice> {
 /// utilisation and memory: a job whose device reports no utilisation gets no GPU note.
 fn gpu_advice(r: &AcctRecord, g: &GpuUsage) -> Option<Advice> {
     let (util, mem) = (g.util_max_pct?, g.mem_max_bytes?);
+    let label = if g.simulated() { " (simulated)" } else { "" };
+    if let [unit] = r.leaves.as_slice() {
+        if unit.profile == "gpu" {
+            // One whole GPU, or a share of one (whose figures are its own processes', as
+            // parts of the whole GPU): the share that holds both peaks, in tenths.
+            let total = unit.memory_bytes?;
+            let held = f64::from(unit.share) / 1000.0;
+            let need = (util / 100.0).max(mem as f64 / total as f64);
+            let tenths = (need * 10.0).ceil().max(1.0) / 10.0;
+            let of = if unit.share < 1000 {
+                format!("it held {} of the GPU; ", number(held))
+            } else {
+                String::new()
+            };
+            return (tenths < held).then(|| Advice {
+                option: format!("--gpu-fraction {tenths:.1}"),
+                because: format!(
+                    "{of}peak GPU utilisation {}% and peak GPU memory {} of the GPU's {}{label}",
+                    number(util),
+                    bytes(mem),
+                    bytes(total)
+                ),
+            });
+        }
+    }
     if r.leaves.is_empty() || r.leaves.iter().any(|l| l.share < 1000) {
         return None;
-    }
-    let label = if g.simulated() { " (simulated)" } else { "" };
-    if r.leaves.len() == 1 && r.leaves[0].profile == "gpu" {
-        // One whole GPU: the share of it that holds both peaks, in tenths.
-        let total = r.leaves[0].memory_bytes?;
-        let need = (util / 100.0).max(mem as f64 / total as f64);
-        let tenths = (need * 10.0).ceil().max(1.0) / 10.0;
-        return (tenths < 1.0).then(|| Advice {
-            option: format!("--gpu-fraction {tenths:.1}"),
-            because: format!(
-                "peak GPU utilisation {}% and peak GPU memory {} of the GPU's {}{label}",
-                number(util),
-                bytes(mem),
-                bytes(total)
-            ),
-        });
     }
     let sizes: Vec<u64> = r.leaves.iter().filter_map(|l| l.memory_bytes).collect();
     if sizes.len() != r.leaves.len() {
@@ -514,5 +523,35 @@ mod tests {
             e.advice[0].because,
             "peak GPU utilisation 23% and peak GPU memory 12.00 GiB of the GPU's 80.00 GiB"
         );
+    }
+
+    #[test]
+    fn a_share_of_a_gpu_used_lightly_is_told_a_smaller_fraction() {
+        let share = |util: f64, mem: u64| {
+            let mut r = four_leaves(Some(GpuUsage {
+                util_max_pct: Some(util),
+                mem_max_bytes: Some(mem),
+                ..one_leafs_worth("nvml")
+            }));
+            r.leaves.truncate(1);
+            r.leaves[0].profile = "gpu".into();
+            r.leaves[0].share = 500;
+            r.leaves[0].memory_bytes = Some(80 * GIB);
+            report(&r, 2000).advice
+        };
+        let a = share(12.0, 3 * GIB);
+        assert_eq!(a[0].option, "--gpu-fraction 0.2");
+        assert_eq!(
+            a[0].because,
+            "it held 0.5 of the GPU; peak GPU utilisation 12% and peak GPU memory 3.00 GiB of \
+             the GPU's 80.00 GiB"
+        );
+        // Compute or memory that needs the half it held: no smaller share to ask for.
+        assert!(share(45.0, 3 * GIB)
+            .iter()
+            .all(|a| !a.option.starts_with("--gpu-fraction")));
+        assert!(share(10.0, 36 * GIB)
+            .iter()
+            .all(|a| !a.option.starts_with("--gpu-fraction")));
     }
 }
