@@ -14,9 +14,11 @@
 # copy in tests/fuzz/crashes/TARGET, replayed by `cargo test -p flex-fuzz`, and a test of the
 # reader that failed); OUT/default/queue is the corpus it grew.
 #
-# Environment: FUZZ_BUILD=0 skips the build; FUZZ_NICE (19) is the fuzzer's niceness; AFL's
+# Environment: FUZZ_EXECS=N stops once N inputs ran, if that comes before SECONDS;
+# FUZZ_BUILD=0 skips the build; FUZZ_NICE (19) is the fuzzer's niceness; AFL's
 # own variables pass through. The build has its own target directory (target-afl): everything
-# in it is instrumented.
+# in it is instrumented. It is not --locked: the drivers' lock file (tests/fuzz/afl/Cargo.lock)
+# takes in what the main workspace's crates have added since.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,7 +30,7 @@ corpus=tests/fuzz/corpus/$target
 
 export CARGO_TARGET_DIR="$PWD/target-afl"
 if [ "${FUZZ_BUILD:-1}" != 0 ]; then
-  (cd tests/fuzz/afl && cargo afl build --release --locked --bin "$target")
+  (cd tests/fuzz/afl && cargo afl build --release --bin "$target")
 fi
 bin="$CARGO_TARGET_DIR/release/$target"
 
@@ -38,9 +40,10 @@ export AFL_NO_AFFINITY=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHE
 export AFL_NO_UI=1 AFL_AUTORESUME=1
 mkdir -p "$out"
 start=$(date +%s)
-# -t: 1 s per input is a hang; -V: stop after SECONDS.
+# -t: 1 s per input is a hang; -V: stop after SECONDS; -E: after FUZZ_EXECS executions.
 nice -n "${FUZZ_NICE:-19}" cargo afl fuzz -i "$corpus" -o "$out" -t 1000 -V "$seconds" \
-  "$bin" >"$out/fuzz.log" 2>&1 || { tail -20 "$out/fuzz.log" >&2; exit 1; }
+  ${FUZZ_EXECS:+-E "$FUZZ_EXECS"} "$bin" >"$out/fuzz.log" 2>&1 ||
+  { tail -20 "$out/fuzz.log" >&2; exit 1; }
 
 stats=$out/default/fuzzer_stats
 get() { sed -n "s/^$1 *: *//p" "$stats"; }

@@ -6,8 +6,8 @@
 //! (`tests/replay.rs`) feeds each the checked-in corpus and every crash found so far, so CI
 //! needs no fuzzer.
 
+use std::cell::RefCell;
 use std::path::Path;
-use std::sync::OnceLock;
 
 /// One target: its name (the corpus folder, the AFL binary) and its function.
 pub type Target = (&'static str, fn(&[u8]));
@@ -32,11 +32,11 @@ fn text(data: &[u8]) -> Option<String> {
     (data.len() <= MAX_INPUT).then(|| String::from_utf8_lossy(data).into_owned())
 }
 
-/// flexsub's command line: built once (it has a hundred options), matched against each input.
-fn flexsub_command() -> clap::Command {
-    static CMD: OnceLock<clap::Command> = OnceLock::new();
-    CMD.get_or_init(|| flexsub::commands::submit::command().no_binary_name(true))
-        .clone()
+thread_local! {
+    /// flexsub's command line: built once (it has a hundred options), matched against each
+    /// input without a copy.
+    static FLEXSUB: RefCell<clap::Command> =
+        RefCell::new(flexsub::commands::submit::command().no_binary_name(true));
 }
 
 /// flexsub on a batch script: the first line is the command line (words split on blanks),
@@ -52,7 +52,7 @@ pub fn script(data: &[u8]) {
     let (line, script) = input.split_once('\n').unwrap_or(("", &input));
     let mut words: Vec<&str> = line.split_ascii_whitespace().collect();
     words.push("job.sh");
-    let Ok(m) = flexsub_command().try_get_matches_from(words) else {
+    let Ok(m) = FLEXSUB.with_borrow_mut(|cmd| cmd.try_get_matches_from_mut(words)) else {
         return;
     };
     let cwd = Path::new("/nonexistent-fuzz-workdir");
