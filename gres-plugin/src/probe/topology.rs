@@ -216,13 +216,15 @@ fn numa_cores(numa: &[Numa]) -> Result<Vec<Core>, String> {
         return Err("no [[numa]] node with cores".into());
     }
     let mut cores = Vec::new();
+    // A set, not a search of `cores`: a range may list 65,536 cores.
+    let mut seen = std::collections::HashSet::new();
     for n in numa {
         let list = parse_cpu_list(&n.cores).map_err(|e| format!("numa {}: {e}", n.id))?;
         if list.is_empty() {
             return Err(format!("numa {}: no cores", n.id));
         }
         for c in list {
-            if cores.iter().any(|k: &Core| k.id.0 == c) {
+            if !seen.insert(c) {
                 return Err(format!("core {c} is listed twice"));
             }
             cores.push(Core {
@@ -491,6 +493,27 @@ mod tests {
         assert!(h.leaves.iter().all(|l| l.profile == "1g.10gb"));
         let p = build_host(&parse(builtin("p4-x4").unwrap(), "p4").unwrap()).unwrap();
         assert!(p.leaves.iter().all(|l| !l.is_mig() && l.sm_slices == 7));
+    }
+
+    /// Found by fuzzing: each core was checked against every core before it, so a node
+    /// listing `1-60000` took seconds (a hang under the fuzzer) and 65,536 cores per node
+    /// over several nodes took minutes.
+    #[test]
+    fn nodes_of_65536_cores_are_read_and_a_core_listed_twice_is_named() {
+        let node = |id: u32, cores: &str| format!("[[numa]]\nid = {id}\ncores = \"{cores}\"\n");
+        let text = [
+            node(0, "0-65535"),
+            node(1, "65536-131071"),
+            node(2, "131072-196607"),
+        ]
+        .concat();
+        let raw = parse(&text, "big.toml").unwrap();
+        assert_eq!(raw.cores.len(), 3 * 65_536);
+        let text = [node(0, "0-65535"), node(1, "70000-80000,65535")].concat();
+        assert_eq!(
+            parse(&text, "dup.toml").unwrap_err().to_string(),
+            "topology dup.toml: core 65535 is listed twice"
+        );
     }
 
     #[test]
