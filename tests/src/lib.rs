@@ -421,6 +421,21 @@ impl Daemon {
         self.spawn();
     }
 
+    /// Start the next job ids at `first`, as Slurm's FirstJobId does (flexd is restarted), so
+    /// that a test can give two schedulers' jobs the same ids.
+    pub fn first_job_id(mut self, first: u64) -> Daemon {
+        self.stop();
+        let db = rusqlite::Connection::open(self.db_path()).unwrap();
+        db.execute(
+            "INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?1)",
+            [first - 1],
+        )
+        .unwrap();
+        drop(db);
+        self.restart();
+        self
+    }
+
     /// The job's view, including finished jobs; None when flexd does not know it.
     pub fn job(&self, job: JobId) -> Option<JobView> {
         self.client()

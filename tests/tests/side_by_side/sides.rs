@@ -82,17 +82,7 @@ pub(super) fn run_both(scripts: &[Script]) -> Vec<(Observed, Observed)> {
 
 /// flexd on the topology, its job ids moved to [`FIRST_JOB_ID`].
 fn start_flex() -> Daemon {
-    let mut d = Daemon::start_with(TOPOLOGY, FLEXD_CONFIG);
-    d.stop();
-    let db = rusqlite::Connection::open(d.db_path()).unwrap();
-    db.execute(
-        "INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?1)",
-        [FIRST_JOB_ID - 1],
-    )
-    .unwrap();
-    drop(db);
-    d.restart();
-    d
+    Daemon::start_with(TOPOLOGY, FLEXD_CONFIG).first_job_id(FIRST_JOB_ID)
 }
 
 /// A submission's jobs from Slurm's completion log, in array order.

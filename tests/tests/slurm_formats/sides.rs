@@ -213,15 +213,5 @@ impl Sides {
 
 /// flexd on the topology, its job ids moved to [`FIRST_JOB_ID`] as Slurm's FirstJobId does.
 fn start_flex() -> Daemon {
-    let mut d = Daemon::start_with(TOPOLOGY, "");
-    d.stop();
-    let db = rusqlite::Connection::open(d.db_path()).unwrap();
-    db.execute(
-        "INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?1)",
-        [FIRST_JOB_ID - 1],
-    )
-    .unwrap();
-    drop(db);
-    d.restart();
-    d
+    Daemon::start_with(TOPOLOGY, "").first_job_id(FIRST_JOB_ID)
 }
