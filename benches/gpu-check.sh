@@ -18,7 +18,9 @@
 #     two jobs of half a GPU each (--gpu-fraction 0.5) running side by side;
 #  5. nvidia-smi --query-gpu sampled every half second while the jobs run;
 #  6. flexacct's records of the jobs, flexd's own NVML telemetry of the device-checking job
-#     (flexacct --json, flexeff), and what NVML sampling costs when the telemetry bench
+#     and of the two half-GPU jobs (flexacct --json, flexeff), device confinement (a job with
+#     no GPU is refused the GPU's node, a one-GPU job opens it), and what NVML sampling
+#     costs when the telemetry bench
 #     (`cargo bench -p flexd --bench telemetry --no-run`, copied as telemetry-bench) lies
 #     beside the binaries.
 #
@@ -39,7 +41,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --bin) BIN=${2:?--bin needs a directory}; shift 2 ;;
     --bin=*) BIN=${1#--bin=}; shift ;;
-    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpu-check: unknown option $1 (--bin DIR, OUTDIR)" >&2; exit 3 ;;
     *) OUTDIR=$1; shift ;;
   esac
@@ -543,6 +545,35 @@ telemetry_of() {
 }
 export -f telemetry_of
 step "flexd's NVML telemetry of job 1 (flexacct, flexeff)" 30 telemetry_of 1
+
+# constrain_devices (on by default): a job's cgroup denies the GPU nodes it was not given.
+# The probe opens each GPU node and nvidiactl and prints what the kernel answered.
+cat > "$WORK/open_nodes.py" <<'PY'
+import errno, glob, os, sys
+want = sys.argv[1]  # "own": every GPU node opens; "none": every GPU node is refused (EPERM)
+ok = True
+for path in sorted(glob.glob("/dev/nvidia[0-9]*")) + ["/dev/nvidiactl"]:
+    try:
+        os.close(os.open(path, os.O_RDWR))
+        got = "opened"
+    except OSError as e:
+        got = errno.errorcode.get(e.errno, str(e.errno))
+    gpu_node = path[len("/dev/nvidia"):].isdigit()
+    expect = "opened" if (not gpu_node or want == "own") else "EPERM"
+    print(f"{path}: {got} (expected {expect})")
+    ok &= got == expect
+print("CUDA_VISIBLE_DEVICES=" + os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)"))
+sys.exit(0 if ok else 1)
+PY
+confined() {
+  flexcontrol show config | grep -E '^(constrain_devices|cgroup_devices|gpu_devices)' || true
+  echo "--- a job without a GPU request"
+  flexsub_wait --wrap "python3 $WORK/open_nodes.py none" || return 1
+  echo "--- a job of one GPU"
+  flexsub_wait --gpus 1 --wrap "python3 $WORK/open_nodes.py own"
+}
+export -f confined
+step "constrain_devices: a job without a GPU cannot open the GPU's node, a one-GPU job can" 60 confined
 if [ -x "$BIN/telemetry-bench" ]; then
   step "what NVML sampling costs (flexd's telemetry bench)" 60 \
     env FLEX_TELEMETRY_ROUNDS=200 "$BIN/telemetry-bench" --bench
@@ -597,6 +628,17 @@ else
   }
   export -f halves
   step "MIG off: two jobs of --gpu-fraction 0.5 share the GPU" 120 halves
+  # A share's own GPU memory and utilisation come from NVML's per-process figures, summed
+  # over the job's processes.
+  halves_telemetry() {
+    local j rc=0
+    for j in $(tail -2 "$WORK/jobs"); do
+      echo "--- job $j"; telemetry_of "$j" || rc=1
+    done
+    return $rc
+  }
+  export -f halves_telemetry
+  step "flexd's per-process NVML telemetry of the two half-GPU jobs (flexacct, flexeff)" 30 halves_telemetry
 fi
 unset NCCL_DEBUG NCCL_DEBUG_SUBSYS
 

@@ -8,6 +8,7 @@ use gres_plugin::request::Strategy;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 mod source;
@@ -226,7 +227,14 @@ impl Settings {
         file: Option<(&str, &str)>,
         overrides: &Overrides,
     ) -> Result<(Settings, Vec<String>), ConfigError> {
-        let mut table = parse(BUILT_IN, DEFAULT_CONFIG)?;
+        // The built-in defaults are parsed once per process: they are compiled in, so they
+        // cannot change, and reparsing them cost more than most files laid over them.
+        // (A failure is not kept: it is parsed again to be reported.)
+        static DEFAULTS: OnceLock<Option<toml::Table>> = OnceLock::new();
+        let mut table = match DEFAULTS.get_or_init(|| parse(BUILT_IN, DEFAULT_CONFIG).ok()) {
+            Some(t) => t.clone(),
+            None => parse(BUILT_IN, DEFAULT_CONFIG)?,
+        };
         let mut warnings = Vec::new();
         let mut from_file = BTreeSet::new();
         let origin = file.map_or(BUILT_IN, |(o, _)| o);
