@@ -1,8 +1,8 @@
 //! Exhausted resources and state flexd cannot trust (issue 12): flexd out of file descriptors
-//! or of buffer space for slow clients, an accounting period past what it stores, a flexd on a
-//! copy of a live state directory, a deleted lock file, a loose state directory, and an empty,
-//! foreign or malformed database, and a run file that cannot be written. Each test runs the
-//! real flexd.
+//! (its socket's clients, or a flood of its metrics endpoint) or of buffer space for slow
+//! clients, an accounting period past what it stores, a flexd on a copy of a live state
+//! directory, a deleted lock file, a loose state directory, and an empty, foreign or malformed
+//! database, and a run file that cannot be written. Each test runs the real flexd.
 
 use flex_proto::{self as proto, Hello, JobState, Response, PROTOCOL_VERSION};
 use flex_tests::{run_file, script_job, wait_for, Daemon, Killed};
@@ -519,4 +519,70 @@ fn the_submitters_resource_limits_go_with_the_job_as_slurm_propagates_them() {
     assert_eq!(d.wait_finished(job).state, JobState::Completed);
     let got = std::fs::read_to_string(dir.join("limits.txt")).unwrap();
     assert!(!got.starts_with("200 "), "{got}");
+}
+
+#[test]
+fn a_flood_of_metrics_connections_leaves_flexd_its_descriptors() {
+    // A local user opens connections to the metrics endpoint as fast as it can, sends nothing
+    // and keeps them: each would hold one of flexd's descriptors until its read times out.
+    let addr = flex_tests::metrics::free_address();
+    let nofile = 128;
+    let d = Daemon::start_nofile(
+        A100,
+        &format!("metrics_listen = \"{addr}\"\n[limits]\nreserved_fds = 32"),
+        nofile,
+    );
+    let gate = d.scratch("gate").join("go");
+    let job = gated_job(&d, &gate);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flood = {
+        let (stop, addr) = (stop.clone(), addr.parse().unwrap());
+        std::thread::spawn(move || {
+            let mut held = std::collections::VecDeque::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(s) =
+                    std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(50))
+                {
+                    held.push_back(s);
+                }
+                if held.len() > 400 {
+                    held.pop_front();
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    // While it floods: flexd's open descriptors, sampled, stay out of what reserved_fds keeps
+    // free; another client submits; the job's end is recorded.
+    let fds = || {
+        std::fs::read_dir(format!("/proc/{}/fd", d.pid()))
+            .unwrap()
+            .count() as u64
+    };
+    let mut most = 0;
+    for _ in 0..20 {
+        most = most.max(fds());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let dir = d.scratch("during");
+    let other = d.client().submit(script_job("#!/bin/sh\ntrue\n", &dir));
+    std::fs::write(&gate, "").unwrap();
+    let v = d.wait_finished(job);
+    for _ in 0..10 {
+        most = most.max(fds());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    flood.join().unwrap();
+    assert!(
+        most < nofile - 32,
+        "flexd held {most} descriptors of {nofile} during the flood; log:\n{}",
+        d.log()
+    );
+    let other = other.expect("a submission while the metrics endpoint is flooded");
+    assert_eq!((v.state, v.exit_code), (JobState::Failed, Some(7)));
+    assert_eq!(d.wait_finished(other).state, JobState::Completed);
+    // The endpoint answers once the flood has stopped.
+    let (code, _) = flex_tests::metrics::http_get(&addr, "/metrics");
+    assert_eq!(code, 200);
 }

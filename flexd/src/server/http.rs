@@ -1,6 +1,11 @@
 //! The metrics endpoint: a minimal HTTP/1.1 responder on the `metrics_listen` address. It
 //! answers `GET /metrics` with the Prometheus text format, 404 for other paths and 405 for
 //! other methods, then closes the connection. Requests are read with a size and time limit.
+//!
+//! Anyone who can reach the address can connect, so the endpoint is held to a small share of
+//! flexd: at most [`MAX_CONNS`] connections at once, each also counted in flexd's descriptor
+//! budget (`limits.reserved_fds`), the ones past that closed at once; and pages rendered one
+//! at a time, off the async workers (the state directory's size is a walk of the disk).
 
 use super::Shared;
 use crate::metrics::Snapshot;
@@ -8,12 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 /// Largest request head read; the rest is refused.
 const MAX_HEAD: usize = 8192;
 /// A client gets this long to send its request.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections served at once; a scraper needs one.
+const MAX_CONNS: usize = 16;
 
 /// Serve until `stop` turns true.
 pub(crate) async fn serve(
@@ -21,14 +28,26 @@ pub(crate) async fn serve(
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let places = Arc::new(Semaphore::new(MAX_CONNS));
     loop {
         tokio::select! {
             r = listener.accept() => match r {
                 Ok((stream, _)) => {
-                    tokio::spawn(answer(stream, shared.clone()));
+                    let Ok(place) = places.clone().try_acquire_owned() else {
+                        super::health::warn_limited(&format!(
+                            "metrics: {MAX_CONNS} connections open; closing a new one"
+                        ));
+                        continue;
+                    };
+                    match shared.open_conn() {
+                        Ok(open) => {
+                            tokio::spawn(answer(stream, shared.clone(), (place, open)));
+                        }
+                        Err(why) => super::health::warn_limited(&format!("metrics: {why}")),
+                    }
                 }
                 Err(e) => {
-                    tracing::warn!("metrics: accept: {e}");
+                    super::health::warn_limited(&format!("metrics: accept: {e}"));
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             },
@@ -37,7 +56,12 @@ pub(crate) async fn serve(
     }
 }
 
-async fn answer(mut stream: TcpStream, shared: Arc<Shared>) {
+/// Read one request and answer it; `_held` is the connection's place, given back at the end.
+async fn answer(
+    mut stream: TcpStream,
+    shared: Arc<Shared>,
+    _held: (OwnedSemaphorePermit, super::OpenConn),
+) {
     let mut head = Vec::with_capacity(512);
     let read = tokio::time::timeout(READ_TIMEOUT, async {
         let mut buf = [0u8; 1024];
@@ -54,17 +78,8 @@ async fn answer(mut stream: TcpStream, shared: Arc<Shared>) {
     if !matches!(read, Ok(Ok(()))) {
         return;
     }
-    let (status, body) = route(&head, || {
-        let snap = shared.with_core(|c| Snapshot::of(&c.state));
-        let mut page = shared.metrics.render(&snap);
-        let (source, gauges) = shared.gauges();
-        crate::metrics::render_telemetry(&mut page, &source, &gauges);
-        if let Some(state_dir) = shared.run_dir.parent() {
-            let bytes = crate::metrics::dir_bytes(state_dir);
-            crate::metrics::render_state_dir(&mut page, bytes);
-        }
-        page
-    });
+    let routed = tokio::task::spawn_blocking(move || route(&head, || page(&shared))).await;
+    let Ok((status, body)) = routed else { return };
     let content_type = if status == 200 {
         "text/plain; version=0.0.4; charset=utf-8"
     } else {
@@ -78,6 +93,21 @@ async fn answer(mut stream: TcpStream, shared: Arc<Shared>) {
     );
     let _ = stream.write_all(reply.as_bytes()).await;
     let _ = stream.shutdown().await;
+}
+
+/// The metrics page, rendered one at a time.
+fn page(shared: &Shared) -> String {
+    static RENDERING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = RENDERING.lock().unwrap_or_else(|e| e.into_inner());
+    let snap = shared.with_core(|c| Snapshot::of(&c.state));
+    let mut page = shared.metrics.render(&snap);
+    let (source, gauges) = shared.gauges();
+    crate::metrics::render_telemetry(&mut page, &source, &gauges);
+    if let Some(state_dir) = shared.run_dir.parent() {
+        let bytes = crate::metrics::dir_bytes(state_dir);
+        crate::metrics::render_state_dir(&mut page, bytes);
+    }
+    page
 }
 
 /// The status and body for a request head; `metrics` renders the page.
