@@ -695,6 +695,59 @@ pub mod mount {
         }
     }
 
+    /// A FUSE filesystem that never answers, mounted on a directory: every lookup, open or
+    /// stat below it waits in the kernel (killably), as below a network filesystem whose
+    /// server is gone. Dropping it aborts the connection (the waits fail with ENOTCONN) and
+    /// unmounts it.
+    pub struct DeadFuse {
+        dir: PathBuf,
+        dev: Option<std::fs::File>,
+    }
+
+    impl Drop for DeadFuse {
+        fn drop(&mut self) {
+            // The last descriptor of the connection closed aborts it.
+            drop(self.dev.take());
+            let _ = nix::mount::umount2(&self.dir, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+
+    /// Mount a [`DeadFuse`] on `dir`; None when this host does not let the test mount FUSE.
+    pub fn dead_fuse(dir: &Path) -> Option<DeadFuse> {
+        use std::os::fd::AsRawFd;
+        let dev = Path::new("/dev/fuse");
+        if !dev.exists() {
+            // The module may be loaded with no node made for it (a container's /dev).
+            let _ = nix::sys::stat::mknod(
+                dev,
+                nix::sys::stat::SFlag::S_IFCHR,
+                nix::sys::stat::Mode::from_bits_truncate(0o666),
+                nix::sys::stat::makedev(10, 229),
+            );
+        }
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(dev)
+            .ok()?;
+        let options = format!(
+            "fd={},rootmode=40000,user_id=0,group_id=0,allow_other",
+            f.as_raw_fd()
+        );
+        nix::mount::mount(
+            Some("flex-dead"),
+            dir,
+            Some("fuse"),
+            nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV,
+            Some(options.as_str()),
+        )
+        .ok()?;
+        Some(DeadFuse {
+            dir: dir.to_path_buf(),
+            dev: Some(f),
+        })
+    }
+
     /// Mount a tmpfs of `size` over `dir` (its contents copied in); None when this host does not
     /// let the test mount one.
     pub fn tmpfs_over(dir: &Path, size: &str) -> Option<Mount> {

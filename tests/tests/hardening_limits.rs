@@ -586,3 +586,51 @@ fn a_flood_of_metrics_connections_leaves_flexd_its_descriptors() {
     let (code, _) = flex_tests::metrics::http_get(&addr, "/metrics");
     assert_eq!(code, 200);
 }
+
+#[test]
+fn a_job_held_by_a_filesystem_that_never_answers_ends_saying_where() {
+    let d = Daemon::start_with(A100, "batch_start_timeout = \"3s\"\n");
+    let dir = d.scratch("jobs");
+    let mnt = d.scratch("nfs");
+    // Dropped before the daemon (declared after it), which removes its scratch directories.
+    let Some(dead) = flex_tests::mount::dead_fuse(&mnt) else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "cannot mount FUSE (CI=true: the test must run)"
+        );
+        eprintln!("notice: skipped, cannot mount FUSE here");
+        return;
+    };
+    let on_dead = |workdir: &Path, stdout: Option<String>| {
+        let mut spec = script_job("#!/bin/sh\necho hi\n", workdir);
+        spec.stdout = stdout;
+        d.client().submit(spec).unwrap()
+    };
+    let out = Some(format!("{}/out.txt", mnt.display()));
+    // Its output file there; its working directory there; and one cancelled while held.
+    let output = on_dead(&dir, out.clone());
+    let workdir = on_dead(&mnt, None);
+    let cancelled = on_dead(&dir, out);
+    d.wait_state(cancelled, &[JobState::Running]);
+    d.client().cancel(vec![cancelled], None).unwrap();
+    let v = d.wait_finished(cancelled);
+    assert_eq!(v.state, JobState::Cancelled, "{v:?}\n{}", d.log());
+    for (job, held) in [
+        (output, "opening its output file"),
+        (workdir, "entering its working directory"),
+    ] {
+        let v = d.wait_finished(job);
+        assert_eq!(v.state, JobState::Failed, "{v:?}\n{}", d.log());
+        let why = v.reason.unwrap_or_default();
+        assert!(
+            why.contains("within 3s (batch_start_timeout)") && why.contains(held),
+            "{why}"
+        );
+    }
+    // Nothing of theirs holds the host: a job of every leaf runs.
+    let mut spec = script_job("#!/bin/sh\ntrue\n", &dir);
+    spec.request = gres_plugin::Request::leaves(14, 3600);
+    let all = d.client().submit(spec).unwrap();
+    assert_eq!(d.wait_finished(all).state, JobState::Completed);
+    drop(dead);
+}

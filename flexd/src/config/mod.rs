@@ -52,6 +52,8 @@ pub struct Settings {
     pub default_time_limit: Duration,
     pub max_time_limit: Duration,
     pub kill_grace: Duration,
+    /// How long a job's first process may take from its creation to running the script.
+    pub batch_start_timeout: Duration,
     pub default_cpus_per_leaf: u32,
     /// Host memory per allocated core for jobs that name none (Slurm's `DefMemPerCPU`).
     pub default_mem_per_cpu: MemPerCpu,
@@ -270,6 +272,7 @@ impl Settings {
             default_time_limit,
             max_time_limit,
             kill_grace: src.duration("kill_grace", secs(3600))?,
+            batch_start_timeout: src.duration("batch_start_timeout", secs(3600))?,
             default_cpus_per_leaf: src.int("default_cpus_per_leaf", 1, 1024)? as u32,
             default_mem_per_cpu: match src.size_or_word(
                 "default_mem_per_cpu",
@@ -352,6 +355,7 @@ impl Settings {
             ("default_time_limit", d(self.default_time_limit)),
             ("max_time_limit", d(self.max_time_limit)),
             ("kill_grace", d(self.kill_grace)),
+            ("batch_start_timeout", d(self.batch_start_timeout)),
             ("keep_finished", d(self.keep_finished)),
             ("telemetry_period", d(self.telemetry_period)),
             ("kill_invalid_depend", self.kill_invalid_depend.to_string()),

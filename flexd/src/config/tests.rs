@@ -14,6 +14,7 @@ fn compiled_in_defaults_are_the_documented_ones() {
     };
     assert_eq!(s.policy, shipped);
     assert_eq!(s.kill_grace, Duration::from_secs(30));
+    assert_eq!(s.batch_start_timeout, Duration::from_secs(10));
     assert_eq!(s.default_cpus_per_leaf, 1);
     assert_eq!(s.nccl, NcclMode::Upstream);
     assert_eq!(s.placement, Strategy::BestFit);
@@ -83,6 +84,7 @@ fn bad_values_name_key_value_and_file() {
     let cases = [
         ("kill_grace = \"soon\"", "kill_grace"),
         ("kill_grace = \"2h\"", "at most 1h"),
+        ("batch_start_timeout = \"0s\"", "batch_start_timeout"),
         ("backfill_window = -1", "between 0 and 1000000"),
         ("policy = \"lottery\"", "unknown policy"),
         ("placement = \"random\"", "memory-optimized"),

@@ -27,6 +27,8 @@ pub(crate) struct Launch {
     pub bind_cpus: Vec<u32>,
     pub time_limit_s: u64,
     pub kill_grace: Duration,
+    /// `batch_start_timeout`.
+    pub start_timeout: Duration,
     pub nccl: NcclMode,
     pub slurm_aliases: bool,
     pub srun_in_jobs: SrunInJobs,
@@ -215,6 +217,7 @@ impl Launcher {
             cpus: l.bind_cpus.clone(),
             time_limit_s: l.time_limit_s,
             kill_grace_ms: l.kill_grace.as_millis() as u64,
+            start_timeout_ms: l.start_timeout.as_millis() as u64,
             socket: self.socket.clone(),
             umask: row.umask.unwrap_or(0o022) & 0o777,
             warn: row.signal,

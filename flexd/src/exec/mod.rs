@@ -46,6 +46,9 @@ pub(crate) struct LaunchSpec {
     pub cpus: Vec<u32>,
     pub time_limit_s: u64,
     pub kill_grace_ms: u64,
+    /// How long the job's first process may take to reach the script (`batch_start_timeout`).
+    #[serde(default = "default_start_timeout_ms")]
+    pub start_timeout_ms: u64,
     /// flexd's socket, to say the job ended.
     pub socket: PathBuf,
     /// The umask the job runs with (the submitter's; 022 when the submission had none).
@@ -85,6 +88,11 @@ pub(crate) struct LaunchSpec {
 
 fn default_umask() -> u32 {
     0o022
+}
+
+/// Specs written before `batch_start_timeout`: its default.
+fn default_start_timeout_ms() -> u64 {
+    10_000
 }
 
 /// The interpreter line of a script: the program and its optional single argument, as the

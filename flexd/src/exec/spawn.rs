@@ -12,6 +12,11 @@
 //!
 //! Between the clone and exec the child only makes system calls (and formats a message when one
 //! fails): the supervisor is single-threaded.
+//!
+//! The supervisor waits for the exec no longer than `batch_start_timeout`, and not at all once
+//! the job is cancelled: a working directory or output file on a network filesystem that does
+//! not answer holds the child in the kernel (killably), and would otherwise hold the supervisor,
+//! the job's time limit, its cancel and its resources with it.
 
 use super::cgroup::JobCgroup;
 use super::{interpreter, LaunchSpec};
@@ -23,6 +28,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 /// The job's first process, a child of the supervisor.
 #[derive(Debug)]
@@ -147,17 +154,34 @@ fn clone_child(cgroup: Option<&OwnedFd>) -> Result<(i32, bool), Errno> {
     Ok((r, false))
 }
 
+/// Why a job's first process did not start.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum NotStarted {
+    /// It could not be made or set up, or did not reach the script in time: why.
+    Failed(String),
+    /// `cancelled` was set while it was being set up; it was killed.
+    Cancelled,
+}
+
+impl From<String> for NotStarted {
+    fn from(why: String) -> Self {
+        NotStarted::Failed(why)
+    }
+}
+
 /// Start the job's first process: the script's interpreter on a memfd copy of the script, in a
 /// new process group, as the user, in the job's cgroup when it has one. `created` runs with
 /// the child's pid while the child waits, before it does anything: what it records about the
 /// job holds before the job runs. The child goes on only on the byte sent after `created`
 /// succeeds, so it never runs unrecorded, neither when `created` fails (the job does not
-/// start, with its message) nor when this process dies meanwhile.
+/// start, with its message) nor when this process dies meanwhile. A child that has not reached
+/// the script within the spec's `start_timeout_ms`, or when `cancelled` is set, is killed.
 pub(crate) fn spawn_job(
     spec: &LaunchSpec,
     cg: Option<&JobCgroup>,
+    cancelled: &AtomicBool,
     created: impl FnOnce(u32) -> Result<(), String>,
-) -> Result<JobProcess, String> {
+) -> Result<JobProcess, NotStarted> {
     let memfd = script_memfd(&spec.script)?;
     let script_fd = memfd.as_raw_fd();
     let exec = Exec::new(spec, script_fd)?;
@@ -197,14 +221,28 @@ pub(crate) fn spawn_job(
     if let Err(why) = recorded {
         // SAFETY: reaps our own child, which exits on the closed pipe.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
-        return Err(why);
+        return Err(NotStarted::Failed(why));
     }
-    // This process's copy of the error pipe's write end goes, so the read below ends when the
-    // child's copy closes (at its exec, or its exit).
+    // This process's copy of the error pipe's write end goes, so the pipe reads as ended when
+    // the child's copy closes (at its exec, or its exit).
     drop(ctx);
     drop(memfd);
+    let err_r = std::fs::File::from(err_r);
+    let deadline = Duration::from_millis(spec.start_timeout_ms);
+    if let Err(e) = wait_readable(&err_r, deadline, cancelled) {
+        let stuck = stuck_at(pid, spec);
+        kill_unstarted(pid);
+        return Err(match e {
+            Waited::Cancelled => NotStarted::Cancelled,
+            Waited::TimedOut => NotStarted::Failed(format!(
+                "the job's first process did not reach the script within {} \
+                 (batch_start_timeout) and was killed: {stuck}",
+                humantime::format_duration(deadline)
+            )),
+        });
+    }
     let mut msg = String::new();
-    let _ = std::fs::File::from(err_r).read_to_string(&mut msg);
+    let _ = (&err_r).read_to_string(&mut msg);
     let child = JobProcess {
         pid: Pid::from_raw(pid),
     };
@@ -213,7 +251,96 @@ pub(crate) fn spawn_job(
     }
     // SAFETY: reaps our own child, which has exited (or is exiting) after reporting.
     unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
-    Err(msg)
+    Err(NotStarted::Failed(msg))
+}
+
+/// Why [`wait_readable`] stopped waiting.
+enum Waited {
+    TimedOut,
+    Cancelled,
+}
+
+/// Wait until `pipe` has something to read or has ended, for at most `deadline`, looking at
+/// `cancelled` at least every 100 ms (a signal also ends the wait early).
+fn wait_readable(
+    pipe: &std::fs::File,
+    deadline: Duration,
+    cancelled: &AtomicBool,
+) -> Result<(), Waited> {
+    use std::os::fd::AsFd;
+    let end = Instant::now() + deadline;
+    loop {
+        if cancelled.load(Ordering::SeqCst) {
+            return Err(Waited::Cancelled);
+        }
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Waited::TimedOut);
+        }
+        let slice = left.min(Duration::from_millis(100)).as_millis() as u16;
+        let mut fds = [nix::poll::PollFd::new(
+            pipe.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        match nix::poll::poll(&mut fds, slice) {
+            Ok(0) | Err(Errno::EINTR) => {}
+            // Readable or ended; or poll itself failed, and the read that follows blocks.
+            Ok(_) | Err(_) => return Ok(()),
+        }
+    }
+}
+
+/// Where a child that has not reached the script is held, from the system call it is in
+/// (`/proc/PID/syscall`) and the kernel function it waits in (`/proc/PID/wchan`).
+fn stuck_at(pid: i32, spec: &LaunchSpec) -> String {
+    let call = std::fs::read_to_string(format!("/proc/{pid}/syscall"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<i64>().ok());
+    let outputs = std::iter::once(spec.stdout.as_str())
+        .chain(spec.stderr.as_deref())
+        .collect::<Vec<_>>()
+        .join(" or ");
+    let workdir = spec.workdir.display();
+    let mut what = match call {
+        Some(libc::SYS_chdir) => format!("it was entering its working directory {workdir}"),
+        Some(libc::SYS_openat | libc::SYS_mkdirat) => {
+            format!("it was opening its output file {outputs} (in {workdir})")
+        }
+        #[cfg(target_arch = "x86_64")]
+        Some(libc::SYS_open | libc::SYS_mkdir) => {
+            format!("it was opening its output file {outputs} (in {workdir})")
+        }
+        _ => format!(
+            "it was setting up: joining its cgroup, entering its working directory {workdir} \
+             or opening its output file {outputs}"
+        ),
+    };
+    if let Ok(w) = std::fs::read_to_string(format!("/proc/{pid}/wchan")) {
+        let w = w.trim();
+        if !w.is_empty() && w != "0" {
+            what.push_str(&format!(", waiting in the kernel at {w}"));
+        }
+    }
+    what + " (a network filesystem that does not answer?)"
+}
+
+/// Kill a child that has not reached the script, and reap it if it dies within a second: one
+/// held in an uninterruptible wait is left behind (its cgroup's removal waits for it in turn).
+fn kill_unstarted(pid: i32) {
+    // SAFETY: signals to our own child and its group, which setpgid above made.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::killpg(pid, libc::SIGKILL);
+    }
+    let until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < until {
+        // SAFETY: reaps our own child, without blocking.
+        let r = unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+        if r != 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// The groups of `user` (whose primary group is `gid`) from the system's group database; just

@@ -24,7 +24,7 @@
 
 use super::cgroup::{self, Hierarchy, JobCgroup, Limits};
 use super::files::{self, write_atomic, RunFile, StatusFile};
-use super::spawn::{spawn_job, JobProcess};
+use super::spawn::{spawn_job, JobProcess, NotStarted};
 use super::tmpdir::JobTmp;
 use super::LaunchSpec;
 use crate::paths::{run_file, status_file};
@@ -303,14 +303,22 @@ fn supervise(spec: &LaunchSpec, run_dir: &Path, cgroups: Option<&Hierarchy>) -> 
     };
     // The run file names the job's process group and cgroup before the job runs.
     let no_room = std::cell::Cell::new(false);
-    let mut child = match spawn_job(job, cg.as_ref(), |pid| {
+    let mut child = match spawn_job(job, cg.as_ref(), &term, |pid| {
         write_run(run_dir, spec, pid as i32, cg.as_ref()).map_err(|(why, full)| {
             no_room.set(full);
             why
         })
     }) {
         Ok(c) => c,
-        Err(note) => {
+        Err(NotStarted::Cancelled) => {
+            clean(cg.as_ref(), tmp);
+            return ended(
+                spec,
+                JobState::Cancelled,
+                Some("cancelled before it started".into()),
+            );
+        }
+        Err(NotStarted::Failed(note)) => {
             clean(cg.as_ref(), tmp);
             // A start that could not be recorded for want of room on the state disk ran
             // nothing: PENDING tells flexd to queue the job again and try later, rather than

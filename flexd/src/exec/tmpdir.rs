@@ -134,6 +134,7 @@ mod tests {
             cpus: Vec::new(),
             time_limit_s: 1,
             kill_grace_ms: 1,
+            start_timeout_ms: 10_000,
             socket: "/s".into(),
             umask: 0o22,
             warn: None,

@@ -154,6 +154,7 @@ impl State {
             cores,
             time_limit_s,
             kill_grace: s.kill_grace,
+            start_timeout: s.batch_start_timeout,
             nccl: s.nccl.clone(),
             slurm_aliases: s.slurm_aliases,
             srun_in_jobs: s.srun_in_jobs,
