@@ -1,6 +1,7 @@
 //! Finished jobs' scripts and environments are deleted `keep_finished` after their end (issue
-//! 27), so that the per-user quota for queued scripts bounds the state directory; the job's
-//! accounting record stays. flexd reports the state directory's size in its metrics.
+//! 27), and sooner when a user's finished jobs go past their queue's limits, so that the
+//! per-user quotas bound the state directory and flexd's memory; the job's accounting record
+//! stays. flexd reports the state directory's size in its metrics.
 
 use flex_tests::metrics::{free_address, http_get, parse_exposition};
 use flex_tests::{script_job, Daemon};
@@ -146,4 +147,67 @@ fn finished_jobs_scripts_are_purged_after_keep_finished_and_their_records_stay()
         stored_script(&d, job).is_none().then_some(())
     });
     assert_eq!(accounted(&d, job), "CANCELLED");
+}
+
+/// The ids of the jobs flexq shows, finished ones included.
+fn shown(d: &Daemon) -> Vec<JobId> {
+    let out = d
+        .cmd("flexq")
+        .args(["-r", "-t", "all", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let jobs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    jobs.iter()
+        .map(|j| JobId(j["id"].as_u64().expect("a job's id")))
+        .collect()
+}
+
+#[test]
+fn within_keep_finished_a_users_finished_jobs_are_held_to_their_queue_limits() {
+    // An hour's retention; a user may queue 100 jobs, and 1 MiB of scripts.
+    let config = "keep_finished = \"1h\"\n[limits]\nmax_queued_per_user = 100\n\
+                  max_queued_bytes_per_user = \"1 MiB\"\n";
+    let d = Daemon::start_with(A100, config);
+    let dir = d.scratch("flood");
+    // Submit-and-cancel rounds, each within the limits: 10 arrays of 50 tasks, then 5
+    // distinct scripts of 400 KiB.
+    let held = |script: &str, array: Option<&str>| {
+        let mut spec = script_job(script, &dir);
+        spec.queue.hold = true;
+        spec.queue.array = array.map(|a| flex_proto::ArraySpec::parse(a).unwrap());
+        let job = d.client().submit(spec).unwrap();
+        d.client().cancel(vec![job], None).unwrap();
+        job
+    };
+    let arrays: Vec<JobId> = (0..10)
+        .map(|_| held("#!/bin/sh\ntrue\n", Some("0-49")))
+        .collect();
+    // A flexd tick (once a second) forgets the oldest: the last 100 stay, the last two arrays.
+    flex_tests::wait_for("the user's finished jobs to be held to 100", || {
+        (shown(&d).len() <= 100).then_some(())
+    });
+    let ids = shown(&d);
+    assert_eq!(ids.len(), 100, "{ids:?}");
+    assert!(ids.iter().all(|j| j.0 >= arrays[8].0), "{ids:?}");
+    // Bytes: at most 1 MiB of scripts only finished jobs hold, the newest two of five.
+    let big: Vec<JobId> = (0..5)
+        .map(|k| {
+            let line = format!("# script {k}\n");
+            held(
+                &format!("#!/bin/sh\n{}true\n", line.repeat((400 << 10) / line.len())),
+                None,
+            )
+        })
+        .collect();
+    flex_tests::wait_for("the oldest scripts to be purged", || {
+        stored_script(&d, big[2]).is_none().then_some(())
+    });
+    let stored: Vec<bool> = big
+        .iter()
+        .map(|j| stored_script(&d, *j).is_some())
+        .collect();
+    assert_eq!(stored, [false, false, false, true, true]);
+    // Each forgotten job keeps its accounting record.
+    assert_eq!(accounted(&d, big[0]), "CANCELLED");
 }

@@ -25,7 +25,8 @@ pub(crate) async fn schedule_loop(shared: Arc<Shared>, mut stop: watch::Receiver
             check_supervisors(&shared);
             shared.with_core(|c| {
                 let keep = c.settings.keep_finished.as_secs();
-                c.state.prune_finished(unix_now().saturating_sub(keep));
+                let since = unix_now().saturating_sub(keep);
+                c.state.prune_finished(since, &c.settings.limits);
                 if let Some(sendmail) = &c.settings.sendmail {
                     for m in crate::mail::time_limit_mails(&mut c.state, unix_now()) {
                         crate::mail::send(sendmail, m);

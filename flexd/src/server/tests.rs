@@ -407,7 +407,7 @@ fn the_queue_view_filters() {
         ..QueueFilter::default()
     };
     assert_eq!(ids(&mut st, named), vec![a, c]);
-    st.prune_finished(NOW + 1);
+    st.prune_finished(NOW + 1, &Settings::defaults().limits);
     assert!(st.job(c).is_none());
 }
 

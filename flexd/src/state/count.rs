@@ -128,7 +128,10 @@ pub(crate) struct Held {
     entries: Vec<Entry>,
     free: Vec<u32>,
     index: HashMap<(u32, Text), u32>,
+    /// Per user: bytes of distinct texts their pending and running jobs hold.
     bytes: HashMap<u32, u64>,
+    /// Per user: bytes of distinct texts any of their jobs in memory holds, finished ones too.
+    stored: HashMap<u32, u64>,
 }
 
 struct Entry {
@@ -144,6 +147,12 @@ impl Held {
     /// Bytes of distinct texts the user's pending and running jobs hold.
     pub(crate) fn bytes(&self, uid: u32) -> u64 {
         self.bytes.get(&uid).copied().unwrap_or(0)
+    }
+
+    /// Bytes of distinct texts only the user's finished jobs hold (kept for `keep_finished`).
+    pub(crate) fn finished_only(&self, uid: u32) -> u64 {
+        let stored = self.stored.get(&uid).copied().unwrap_or(0);
+        stored.saturating_sub(self.bytes(uid))
     }
 
     /// Bytes `texts` add to the user's when a job of theirs holding them is queued.
@@ -189,6 +198,7 @@ impl Held {
                         }
                     };
                     self.index.insert((uid, text), i);
+                    *self.stored.entry(uid).or_insert(0) += u64::from(text.len);
                     i
                 }
             };
@@ -237,10 +247,19 @@ impl Held {
     pub(crate) fn release(&mut self, slots: Slots, n: u32) {
         for i in slots.into_iter().filter(|&i| i != u32::MAX) {
             let e = &mut self.entries[i as usize];
+            if e.jobs == 0 {
+                continue;
+            }
             e.jobs = e.jobs.saturating_sub(n);
             if e.jobs == 0 {
                 self.index.remove(&(e.uid, e.text));
                 self.free.push(i);
+                if let Some(b) = self.stored.get_mut(&e.uid) {
+                    *b = b.saturating_sub(u64::from(e.text.len));
+                    if *b == 0 {
+                        self.stored.remove(&e.uid);
+                    }
+                }
             }
         }
     }
@@ -291,11 +310,17 @@ mod tests {
         // Requeued while in memory: counted again.
         h.queue(a, 1);
         assert_eq!(h.bytes(1000), 18);
+        assert_eq!(h.finished_only(1000), 0);
         h.unqueue(a, 1);
+        // Only finished jobs hold the script now; the environment is still queued with b.
+        assert_eq!(h.finished_only(1000), 15);
         h.unqueue(b, 1);
         assert_eq!(h.bytes(1000), 0);
+        assert_eq!(h.finished_only(1000), 18);
         h.release(a, 100);
+        assert_eq!(h.finished_only(1000), 3);
         h.release(b, 1);
+        assert_eq!(h.finished_only(1000), 0);
         assert!(h.index.is_empty());
         // Slots are reused.
         let c = h.hold(1000, [other, env], 1, true);

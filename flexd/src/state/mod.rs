@@ -564,23 +564,53 @@ impl State {
         }
     }
 
-    /// Forget finished jobs that ended before `since`: the database keeps their records, and
-    /// deletes their scripts and environments.
-    pub(crate) fn prune_finished(&mut self, since: u64) {
+    /// Forget finished jobs that ended before `since`, and a user's oldest finished jobs past
+    /// `bound` (as many as they may queue, and scripts and environments of as many bytes as
+    /// their queued jobs may hold): the database keeps their records, and deletes their
+    /// scripts and environments. A job others depend on is kept.
+    pub(crate) fn prune_finished(&mut self, since: u64, bound: &crate::config::Limits) {
         let keep = self.depended_on();
         let held = &mut self.held;
         let mut forgotten = Vec::new();
+        // Per user, the finished jobs still kept that could be forgotten.
+        let mut finished: BTreeMap<u32, u32> = BTreeMap::new();
         self.jobs.retain(|id, j| {
-            let kept = !j.row.state.is_finished()
-                || j.row.end_time.is_none_or(|t| t >= since)
-                || keep.contains(&group_id(j))
-                || keep.contains(&j.row.id);
-            if !kept {
-                held.release(j.texts, 1);
-                forgotten.push(*id);
+            let needed = keep.contains(&group_id(j)) || keep.contains(&j.row.id);
+            if !j.row.state.is_finished() || needed {
+                return true;
             }
-            kept
+            if j.row.end_time.is_none_or(|t| t >= since) {
+                *finished.entry(j.row.uid).or_insert(0) += 1;
+                return true;
+            }
+            held.release(j.texts, 1);
+            forgotten.push(*id);
+            false
         });
+        let max_jobs = bound.max_queued_per_user;
+        let max_bytes = bound.max_queued_bytes_per_user;
+        for (uid, mut n) in finished {
+            if n <= max_jobs && self.held.finished_only(uid) <= max_bytes {
+                continue;
+            }
+            let mut theirs: Vec<(u64, JobId)> = self
+                .jobs
+                .values()
+                .filter(|j| j.row.uid == uid && j.row.state.is_finished())
+                .filter(|j| !keep.contains(&group_id(j)) && !keep.contains(&j.row.id))
+                .map(|j| (j.row.end_time.unwrap_or(0), j.row.id))
+                .collect();
+            theirs.sort_unstable();
+            for (_, id) in theirs {
+                if n <= max_jobs && self.held.finished_only(uid) <= max_bytes {
+                    break;
+                }
+                let j = self.jobs.remove(&id).expect("listed from the jobs");
+                self.held.release(j.texts, 1);
+                forgotten.push(id);
+                n -= 1;
+            }
+        }
         if !forgotten.is_empty() {
             self.outbox.push(Effect::Write(Op::Purge(forgotten)));
         }
