@@ -634,3 +634,35 @@ fn a_job_held_by_a_filesystem_that_never_answers_ends_saying_where() {
     assert_eq!(d.wait_finished(all).state, JobState::Completed);
     drop(dead);
 }
+
+#[test]
+fn output_patterns_are_held_to_a_paths_length_and_end_reasons_stay_short() {
+    let d = Daemon::start(A100);
+    let dir = d.scratch("pattern");
+    let mut spec = script_job("#!/bin/sh\ntrue\n", &dir);
+    spec.name = "n".repeat(256);
+    // A megabyte of `%x` (each the 256-byte name) would be 128 MiB of path in flexd.
+    spec.stdout = Some("%x".repeat(1 << 19));
+    let e = d.client().submit(spec.clone()).unwrap_err().to_string();
+    assert!(
+        e.contains("the output path is 1048576 bytes, longer than a path may be (4096)"),
+        "{e}"
+    );
+    let mut deep = spec.clone();
+    deep.stdout = None;
+    deep.workdir = dir.join("d".repeat(5000));
+    let e = d.client().submit(deep).unwrap_err().to_string();
+    assert!(e.contains("the working directory is"), "{e}");
+    // The longest pattern taken names a 512 KiB path, which no file can have: the job fails,
+    // and its reason shows the path's start and length, not all of it.
+    spec.stdout = Some("%x".repeat(2048));
+    let job = d.client().submit(spec).unwrap();
+    let v = d.wait_finished(job);
+    assert_eq!(v.state, JobState::Failed, "{v:?}");
+    let why = v.reason.unwrap_or_default();
+    assert!(
+        why.len() < 1024 && why.contains("… (524288 bytes)"),
+        "{}",
+        &why[..why.len().min(1024)]
+    );
+}

@@ -254,6 +254,19 @@ pub(crate) fn spawn_job(
     Err(NotStarted::Failed(msg))
 }
 
+/// A path as a job's end reason shows it: whole up to 512 bytes, else its first 256 and its
+/// length (an output pattern of many `%x` expands to a long one, and the reason is stored).
+fn shown(path: &str) -> String {
+    if path.len() <= 512 {
+        return path.to_string();
+    }
+    let mut cut = 256;
+    while !path.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… ({} bytes)", &path[..cut], path.len())
+}
+
 /// Why [`wait_readable`] stopped waiting.
 enum Waited {
     TimedOut,
@@ -298,9 +311,10 @@ fn stuck_at(pid: i32, spec: &LaunchSpec) -> String {
         .and_then(|s| s.split_whitespace().next()?.parse::<i64>().ok());
     let outputs = std::iter::once(spec.stdout.as_str())
         .chain(spec.stderr.as_deref())
+        .map(shown)
         .collect::<Vec<_>>()
         .join(" or ");
-    let workdir = spec.workdir.display();
+    let workdir = shown(&spec.workdir.to_string_lossy());
     let mut what = match call {
         Some(libc::SYS_chdir) => format!("it was entering its working directory {workdir}"),
         Some(libc::SYS_openat | libc::SYS_mkdirat) => {
@@ -445,7 +459,7 @@ impl ChildSetup {
             gid: Gid::from_raw(spec.gid),
             groups,
             workdir,
-            workdir_shown: spec.workdir.display().to_string(),
+            workdir_shown: shown(&spec.workdir.to_string_lossy()),
             stdout,
             stderr,
             cpus,
@@ -622,7 +636,7 @@ impl ChildSetup {
             return Err(self.fail(
                 format!(
                     "cannot create the output file {} in {} as uid {}",
-                    path.to_string_lossy(),
+                    shown(&path.to_string_lossy()),
                     self.workdir_shown,
                     self.uid
                 ),
@@ -653,7 +667,7 @@ impl ChildSetup {
             return Err(self.fail(
                 format!(
                     "the output file {} in {} is {what}, not a file",
-                    path.to_string_lossy(),
+                    shown(&path.to_string_lossy()),
                     self.workdir_shown
                 ),
                 Errno::EINVAL,

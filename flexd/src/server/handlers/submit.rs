@@ -11,6 +11,9 @@ use flex_proto::{DepTerm, ErrorKind, JobSpec, Response};
 use flex_sched::{JobKind, Model, PendingJob};
 use gres_plugin::{HostMem, JobId, Request as ResourceRequest};
 
+/// The longest path Linux opens (PATH_MAX, the terminating NUL included).
+const PATH_MAX: usize = libc::PATH_MAX as usize;
+
 /// Commit a submission and answer with its id once it is on disk.
 pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now: u64) -> Response {
     default_account(shared, peer, &mut spec);
@@ -115,6 +118,12 @@ fn check_script_and_paths(s: &Settings, spec: &JobSpec) -> Result<(), Response> 
                 p.display()
             ));
         }
+        if p.as_os_str().len() > PATH_MAX {
+            return invalid(format!(
+                "the {what} is {} bytes, longer than a path may be ({PATH_MAX})",
+                p.as_os_str().len()
+            ));
+        }
     }
     let env = spec.env.check(|k, v| {
         if k.is_empty() || k.contains('=') || k.contains('\0') {
@@ -135,6 +144,14 @@ fn check_script_and_paths(s: &Settings, spec: &JobSpec) -> Result<(), Response> 
         if let Some(p) = p {
             if p.is_empty() || p.contains('\0') {
                 return invalid(format!("the {what} path {p:?} is not valid"));
+            }
+            // Each escape expands to at most a name's length: a pattern longer than a path
+            // may be would name no file, and could ask flexd for hundreds of megabytes.
+            if p.len() > PATH_MAX {
+                return invalid(format!(
+                    "the {what} path is {} bytes, longer than a path may be ({PATH_MAX})",
+                    p.len()
+                ));
             }
         }
     }
