@@ -113,10 +113,10 @@ impl PriorityConfig {
 
     /// Read the keys from the merged table (defaults under the file).
     pub(crate) fn from_table(t: &toml::Table, origin: &str) -> Result<Self, ConfigError> {
-        let bad = |key: &str, value: &dyn std::fmt::Display, message: &str| ConfigError::Value {
+        let bad = |key: &str, value: &toml::Value, message: &str| ConfigError::Value {
             origin: origin.to_string(),
             key: key.to_string(),
-            value: value.to_string(),
+            value: crate::config::shown(value),
             message: message.to_string(),
         };
         let get = |key: &str| lookup(t, key);
@@ -153,7 +153,7 @@ impl PriorityConfig {
             if i64::from(q.priority) > MAX {
                 return Err(bad(
                     &format!("qos.{name}.priority"),
-                    &q.priority,
+                    &toml::Value::Integer(q.priority.into()),
                     "too large",
                 ));
             }

@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 mod source;
+pub(crate) use source::shown;
 use source::{merge, parse, Source};
 
 /// The defaults, and the documentation of every key.
@@ -124,7 +125,7 @@ fn aliases(src: &Source) -> Result<Vec<(String, String)>, ConfigError> {
             v => {
                 return Err(src.bad(
                     &key,
-                    &v.to_string(),
+                    &source::shown(v),
                     "must be a string: this host's MIG profile or feature, or \"\"",
                 ))
             }

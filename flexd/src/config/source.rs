@@ -89,7 +89,7 @@ impl Source<'_> {
     pub(super) fn string(&self, key: &str) -> Result<String, ConfigError> {
         match self.get(key) {
             toml::Value::String(s) => Ok(s.clone()),
-            v => Err(self.bad(key, &v.to_string(), "must be a string")),
+            v => Err(self.bad(key, &shown(v), "must be a string")),
         }
     }
 
@@ -105,7 +105,7 @@ impl Source<'_> {
     pub(super) fn bool(&self, key: &str) -> Result<bool, ConfigError> {
         match self.get(key) {
             toml::Value::Boolean(b) => Ok(*b),
-            v => Err(self.bad(key, &v.to_string(), "must be true or false")),
+            v => Err(self.bad(key, &shown(v), "must be true or false")),
         }
     }
 
@@ -117,7 +117,7 @@ impl Source<'_> {
                 &i.to_string(),
                 &format!("must be between {min} and {max}"),
             )),
-            v => Err(self.bad(key, &v.to_string(), "must be an integer")),
+            v => Err(self.bad(key, &shown(v), "must be an integer")),
         }
     }
 
@@ -156,15 +156,13 @@ impl Source<'_> {
             .join(" or ");
         match size_value(v) {
             Ok(Some(n)) if n <= max => Ok(Ok(n)),
-            Ok(Some(_)) => {
-                Err(self.bad(key, &v.to_string(), &format!("must be at most {max} bytes")))
-            }
+            Ok(Some(_)) => Err(self.bad(key, &shown(v), &format!("must be at most {max} bytes"))),
             Ok(None) => Err(self.bad(
                 key,
-                &v.to_string(),
+                &shown(v),
                 &format!("must be {words}, a number of bytes or a size such as \"4 GiB\""),
             )),
-            Err(m) => Err(self.bad(key, &v.to_string(), &m)),
+            Err(m) => Err(self.bad(key, &shown(v), &m)),
         }
     }
 
@@ -175,19 +173,39 @@ impl Source<'_> {
             Ok(None) => {
                 return Err(self.bad(
                     key,
-                    &v.to_string(),
+                    &shown(v),
                     "must be a number of bytes or a size such as \"4 MiB\"",
                 ))
             }
-            Err(m) => return Err(self.bad(key, &v.to_string(), &m)),
+            Err(m) => return Err(self.bad(key, &shown(v), &m)),
         };
         if n == 0 || n > max {
             return Err(self.bad(
                 key,
-                &v.to_string(),
+                &shown(v),
                 &format!("must be more than 0 and at most {max} bytes"),
             ));
         }
         Ok(n)
+    }
+}
+
+/// A value as an error shows it: strings quoted and escaped as Rust does, the rest as TOML
+/// writes it. (toml's own writer of strings overflows a counter on 256 quotes in a row.)
+pub(crate) fn shown(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => format!("{s:?}"),
+        toml::Value::Array(a) => {
+            let items: Vec<String> = a.iter().map(shown).collect();
+            format!("[{}]", items.join(", "))
+        }
+        toml::Value::Table(t) => {
+            let items: Vec<String> = t
+                .iter()
+                .map(|(k, v)| format!("{k:?} = {}", shown(v)))
+                .collect();
+            format!("{{ {} }}", items.join(", "))
+        }
+        other => other.to_string(),
     }
 }

@@ -108,6 +108,22 @@ fn bad_values_name_key_value_and_file() {
 }
 
 #[test]
+fn a_bad_value_of_many_quotes_is_named_not_a_panic() {
+    // toml's own writer of strings counts a run of quotes in a u8 (found by fuzzing `config`).
+    let quotes = "'".repeat(300);
+    for text in [
+        format!("[limits]\nmax_script_bytes = \"1 k{quotes}\""),
+        format!("kill_grace = [\"{quotes}\"]"),
+        format!("[priority]\ndefault_qos = \"{quotes}\""),
+    ] {
+        let e = Settings::from_text(Some(("/q.toml", &text)), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/q.toml") && e.contains(&quotes), "{e}");
+    }
+}
+
+#[test]
 fn metrics_listen_is_off_by_default_and_loopback_unless_allowed() {
     let load = |text: &str| Settings::from_text(Some(("/m.toml", text)), &Overrides::default());
     assert_eq!(Settings::defaults().metrics_listen, None);
