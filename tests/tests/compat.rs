@@ -261,6 +261,51 @@ fn schema_v13_database_from_flexd_24ad6ef() {
 }
 
 #[test]
+fn schema_v14_database_from_flexd_e284ea1() {
+    old_database_runs_in_todays_flexd(14);
+}
+
+/// `v14-arrays.db`: job 1 running on all 14 leaves when flexd stopped, and an array of three
+/// tasks (2, 3, 4: indices 1, 5 and 9, at most 2 at once) waiting on `afterany:1`, each task's
+/// row with its own copy of the spec and dependency, as versions up to 14 wrote them.
+#[test]
+fn schema_v14_arrays_read_their_spec_and_dependency_from_the_first_task() {
+    let fixture = fixtures().join("db/v14-arrays.db");
+    let d = Daemon::start_on_db("a100-40gb-x2.toml", &fixture);
+    // Migrated: the copies are gone, the first task keeps both.
+    let db = flexd::store::open_reader(&d.db_path()).expect("open the database");
+    let kept: Vec<(i64, bool, bool)> = db
+        .prepare("SELECT id, array_spec IS NOT NULL, dependency IS NOT NULL FROM jobs ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            (1, false, false),
+            (2, true, true),
+            (3, false, false),
+            (4, false, false)
+        ]
+    );
+    // Each task still waits on job 1 (ended NODE_FAIL by the restart), then runs with its
+    // array's variables (its script checks them: COMPLETED only with the spec read whole).
+    for task in [2, 3, 4] {
+        let v = d.wait_finished(JobId(task));
+        assert_eq!(
+            (v.state.name(), v.exit_code),
+            ("COMPLETED", Some(0)),
+            "task {task}: {v:?}\n{}",
+            d.log()
+        );
+        let dep = v.dependency.expect("the task's dependency");
+        assert_eq!(dep.to_string(), "afterany:1", "task {task}");
+    }
+}
+
+#[test]
 fn protocol_v2_frames_decode() {
     let checked = proto_v2::check_frames();
     // Every file in the directory is one of the samples (none left unchecked).

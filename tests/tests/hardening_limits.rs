@@ -666,3 +666,103 @@ fn output_patterns_are_held_to_a_paths_length_and_end_reasons_stay_short() {
         &why[..why.len().min(1024)]
     );
 }
+
+/// flexd's resident memory (VmRSS), in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/PID/status");
+    kb * 1024
+}
+
+#[test]
+fn an_arrays_spec_and_dependency_are_kept_once_not_per_task() {
+    let mut d = Daemon::start(A100);
+    let dir = d.scratch("array");
+    let mut first = script_job("#!/bin/sh\ntrue\n", &dir);
+    first.queue.hold = true;
+    let first = d.client().submit(first).unwrap();
+    // 2,000 tasks named one by one (no range joins them), waiting on a dependency that names
+    // the first job 1,000 times (max_dependencies).
+    let indices: Vec<String> = (0..2000u32).map(|i| (i * 3).to_string()).collect();
+    let array = proto::ArraySpec::parse(&format!("{}%5", indices.join(","))).unwrap();
+    let dependency = proto::Dependency::parse(&format!(
+        "afterok:{}",
+        vec![first.to_string(); 1000].join(":")
+    ))
+    .unwrap();
+    let mut spec = script_job("#!/bin/sh\ntrue\n", &dir);
+    spec.queue.array = Some(array.clone());
+    spec.queue.dependency = Some(dependency.clone());
+    let before = rss(d.pid());
+    let job = d.client().submit(spec.clone()).unwrap();
+    let grown = rss(d.pid()).saturating_sub(before);
+    // On disk: one copy of each, on the array's first row.
+    let stored = || -> i64 {
+        let db = rusqlite::Connection::open_with_flags(
+            d.db_path(),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap();
+        db.query_row(
+            "SELECT COALESCE(sum(length(array_spec)), 0) + COALESCE(sum(length(dependency)), 0)
+             FROM jobs",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let one = (serde_json::to_string(&array).unwrap().len()
+        + serde_json::to_string(&dependency).unwrap().len()) as i64;
+    assert!(stored() <= one + 64, "{} bytes stored for {one}", stored());
+    // In memory: the tasks share the dependency (2,000 copies of 1,000 terms were 96 MB).
+    assert!(grown < 32 << 20, "flexd grew {grown} bytes");
+    // The last task has both, before and after a restart, which reads them once too.
+    let last = JobId(job.0 + 1999);
+    let check = |d: &Daemon| {
+        let v = d.job(last).unwrap();
+        assert_eq!(v.array.map(|a| a.index), Some(5997));
+        assert_eq!(v.dependency.as_ref(), Some(&dependency));
+        let out = d.cmd("flexq").args(["-h", "-o", "%i"]).output().unwrap();
+        let rows = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(rows.contains("%5]"), "{rows}");
+    };
+    check(&d);
+    d.restart();
+    check(&d);
+    assert!(rss(d.pid()) < before + (32 << 20), "{}", rss(d.pid()));
+    // A dependency naming more jobs than max_dependencies is refused, naming the limit.
+    spec.queue.array = None;
+    spec.queue.dependency = Some(
+        proto::Dependency::parse(&format!(
+            "afterok:{}",
+            vec![first.to_string(); 1001].join(":")
+        ))
+        .unwrap(),
+    );
+    let e = d.client().submit(spec).unwrap_err().to_string();
+    assert!(
+        e.contains("--dependency names 1001 jobs, more than max_dependencies = 1000"),
+        "{e}"
+    );
+    // The tasks run, each with its array's variables (read from the first task's row).
+    let mut small = script_job(
+        "#!/bin/sh\necho $SLURM_ARRAY_TASK_COUNT $SLURM_ARRAY_TASK_MAX > task-$SLURM_ARRAY_TASK_ID\n",
+        &dir,
+    );
+    small.queue.array = Some(proto::ArraySpec::parse("1,5,9").unwrap());
+    let small = d.client().submit(small).unwrap();
+    for k in 0..3 {
+        assert_eq!(
+            d.wait_finished(JobId(small.0 + k)).state,
+            JobState::Completed
+        );
+    }
+    for i in [1, 5, 9] {
+        let text = std::fs::read_to_string(dir.join(format!("task-{i}"))).unwrap();
+        assert_eq!(text, "3 9\n");
+    }
+}

@@ -28,6 +28,8 @@ pub struct Limits {
     pub max_queued_bytes_per_user: u64,
     pub max_frame_bytes: u64,
     pub max_array_size: u32,
+    /// Most jobs one `--dependency` may name.
+    pub max_dependencies: u32,
     /// Connections one uid may hold open at once.
     pub max_connections_per_user: u32,
     /// File descriptors kept free of connections (for supervisors, the store, the launcher).
@@ -445,6 +447,7 @@ fn limits(src: &Source) -> Result<Limits, ConfigError> {
         max_queued_bytes_per_user: src.size("limits.max_queued_bytes_per_user", 1 << 40)?,
         max_frame_bytes: src.size("limits.max_frame_bytes", 1 << 30)?,
         max_array_size: src.int("limits.max_array_size", 1, 1_000_000)? as u32,
+        max_dependencies: src.int("limits.max_dependencies", 1, 1_000_000)? as u32,
         max_connections_per_user: src.int("limits.max_connections_per_user", 1, 1_000_000)? as u32,
         reserved_fds: src.int("limits.reserved_fds", 16, 1_000_000)? as u32,
         idle_timeout: src.duration("limits.idle_timeout", secs(86400))?,

@@ -360,7 +360,7 @@ impl State {
             qos: j.spec.qos.as_deref().map(|q| self.names.get(q)),
             q: crate::store::Q::new(crate::store::Queueing {
                 throttle: q.array.as_ref().and_then(|a| a.throttle),
-                dependency: q.dependency.clone(),
+                dependency: q.dependency.clone().map(std::sync::Arc::new),
                 hold: crate::store::Hold::submitted(q.hold),
                 requeue: q.requeue.unwrap_or(true),
                 nice: i64::from(j.spec.nice),

@@ -76,7 +76,7 @@ impl State {
             exit_code: r.exit_code,
             signal: r.signal,
             array: r.q.array,
-            dependency: r.q.dependency.clone(),
+            dependency: r.q.dependency.as_deref().cloned(),
             restarts: r.q.restarts,
             requeue: r.q.requeue,
             priority: match r.state {

@@ -7,6 +7,7 @@ use super::{event, json, StoreError};
 use flex_proto::{ArrayTask, Dependency, JobState};
 use gres_plugin::JobId;
 use rusqlite::{params, Transaction};
+use std::sync::Arc;
 
 /// Who holds a pending job.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -60,7 +61,8 @@ pub(crate) struct Queueing {
     pub array: Option<ArrayTask>,
     /// The array's `%N`.
     pub throttle: Option<u32>,
-    pub dependency: Option<Dependency>,
+    /// Shared by the tasks of an array (and read once for them from the database).
+    pub dependency: Option<Arc<Dependency>>,
     pub hold: Hold,
     /// May be requeued (`--requeue`, the default).
     pub requeue: bool,
@@ -133,12 +135,31 @@ impl PartialEq for Q {
     }
 }
 
+/// The last dependency read, kept while rows are read in order: the tasks of an array, which
+/// come one after another, then share one.
+pub(super) type LastDependency = Option<(String, Arc<Dependency>)>;
+
 /// The columns `array_job` … `nice`, then (after `qos`) the begin time, the comment and the
 /// mail, of `store::rows::ROW_COLUMNS`, from `at`.
-pub(super) fn from_row(id: u64, r: &rusqlite::Row, at: usize) -> Result<Queueing, StoreError> {
+pub(super) fn from_row(
+    id: u64,
+    r: &rusqlite::Row,
+    at: usize,
+    last: &mut LastDependency,
+) -> Result<Queueing, StoreError> {
     let array_job: Option<i64> = r.get(at)?;
     let array_task: Option<u32> = r.get(at + 1)?;
-    let dependency: Option<String> = r.get(at + 3)?;
+    let dependency = match r.get::<_, Option<String>>(at + 3)? {
+        None => None,
+        Some(text) => match last {
+            Some((t, d)) if *t == text => Some(d.clone()),
+            _ => {
+                let d = Arc::new(json::<Dependency>(id, "dependency", &text)?);
+                *last = Some((text, d.clone()));
+                Some(d)
+            }
+        },
+    };
     let requeue_requested: Option<i64> = r.get(at + 7)?;
     Ok(Queueing {
         array: array_job.zip(array_task).map(|(j, index)| ArrayTask {
@@ -146,7 +167,7 @@ pub(super) fn from_row(id: u64, r: &rusqlite::Row, at: usize) -> Result<Queueing
             index,
         }),
         throttle: r.get(at + 2)?,
-        dependency: dependency.map(|d| json(id, "dependency", &d)).transpose()?,
+        dependency,
         hold: Hold::from_code(r.get(at + 4)?),
         requeue: r.get(at + 5)?,
         restarts: r.get(at + 6)?,
@@ -167,7 +188,10 @@ pub(super) fn from_row(id: u64, r: &rusqlite::Row, at: usize) -> Result<Queueing
 }
 
 /// The tasks of array `first` after its first one (already inserted as `first`), copied from
-/// it with their own index: ids `first + 1 …`, in the submission's transaction.
+/// it with their own index: ids `first + 1 …`, in the submission's transaction. The array's
+/// spec and dependency stay on the first row alone (readers take them from it, see
+/// `store::rows`): copied into each task, a long list of indices or of dependencies made one
+/// submission gigabytes on disk.
 pub(super) fn insert_tasks(
     tx: &Transaction,
     first: JobId,
@@ -185,7 +209,7 @@ pub(super) fn insert_tasks(
          SELECT name, uid, gid, user, account, script, script_id, args, env, env_id,
             workdir, submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
             cores_per_leaf, time_limit, priority, state, submit_time, eligible_time,
-            id, ?2, array_spec, dependency, hold, requeue, umask, warn_signal, qos, nice,
+            id, ?2, NULL, NULL, hold, requeue, umask, warn_signal, qos, nice,
             options
          FROM jobs WHERE id = ?1",
     )?;

@@ -62,14 +62,19 @@ pub struct LaunchRow {
     pub restarts: u32,
 }
 
+/// An array's spec and dependency are stored on its first task's row only (the tasks of
+/// arrays stored before carry copies, read as they are).
 const ROW_COLUMNS: &str = "id, name, uid, gid, user, account, request, priority, state,
     submit_time, start_time, end_time, exit_code, signal, reason, allocation, supervisor_pid,
-    master_port, array_job, array_task, json_extract(array_spec, '$.throttle'), dependency, hold,
+    master_port, array_job, array_task,
+    json_extract(COALESCE(array_spec,
+        (SELECT f.array_spec FROM jobs f WHERE f.id = jobs.array_job)), '$.throttle'),
+    COALESCE(dependency, (SELECT f.dependency FROM jobs f WHERE f.id = jobs.array_job)), hold,
     requeue, restarts, requeue_requested, nice, qos,
     CASE WHEN eligible_time > submit_time THEN eligible_time END,
     json_extract(options, '$.comment'), json_extract(options, '$.mail')";
 
-fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
+fn job_row(r: &rusqlite::Row, last: &mut queueing::LastDependency) -> Result<JobRow, StoreError> {
     let id: i64 = r.get(0)?;
     let id = id as u64;
     let state: String = r.get(8)?;
@@ -101,7 +106,7 @@ fn job_row(r: &rusqlite::Row) -> Result<JobRow, StoreError> {
         supervisor_pid: r.get(16)?,
         master_port: r.get(17)?,
         qos: r.get(27)?,
-        q: Q::new(queueing::from_row(id, r, 18)?),
+        q: Q::new(queueing::from_row(id, r, 18, last)?),
     })
 }
 
@@ -116,8 +121,9 @@ pub(crate) fn load_jobs(conn: &Connection, finished_since: u64) -> Result<Vec<Jo
     ))?;
     let mut rows = st.query([finished_since as i64])?;
     let mut out = Vec::new();
+    let mut last = None;
     while let Some(r) = rows.next()? {
-        out.push(job_row(r)?);
+        out.push(job_row(r, &mut last)?);
     }
     Ok(out)
 }
@@ -172,7 +178,7 @@ pub(crate) fn job_texts<T: Copy>(
 pub(crate) fn load_job(conn: &Connection, job: JobId) -> Result<Option<JobRow>, StoreError> {
     let mut st = conn.prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM jobs WHERE id = ?1"))?;
     let mut rows = st.query([job.0 as i64])?;
-    rows.next()?.map(job_row).transpose()
+    rows.next()?.map(|r| job_row(r, &mut None)).transpose()
 }
 
 /// What the supervisor of `job` needs.
@@ -180,7 +186,9 @@ pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, St
     let mut st = conn.prepare_cached(
         "SELECT j.name, j.user, j.uid, j.gid, COALESCE(s.body, j.script), j.args,
             COALESCE(e.body, j.env), j.workdir, j.submit_dir, j.stdout, j.stderr, j.array_job,
-            j.array_task, j.array_spec, j.umask, j.warn_signal, j.options, j.restarts
+            j.array_task,
+            COALESCE(j.array_spec, (SELECT f.array_spec FROM jobs f WHERE f.id = j.array_job)),
+            j.umask, j.warn_signal, j.options, j.restarts
          FROM jobs j LEFT JOIN envs e ON e.id = j.env_id LEFT JOIN scripts s ON s.id = j.script_id
          WHERE j.id = ?1",
     )?;

@@ -5,7 +5,7 @@
 use rusqlite::{Connection, Transaction};
 
 /// The version this build writes.
-pub const VERSION: u32 = 14;
+pub const VERSION: u32 = 15;
 
 /// Migration `i` brings a database at version `i` to `i + 1`.
 const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] = [
@@ -23,6 +23,7 @@ const MIGRATIONS: [fn(&Transaction) -> rusqlite::Result<()>; VERSION as usize] =
     run_usage,
     purge_index,
     gpu_totals,
+    array_once,
 ];
 
 /// Why a database cannot be brought up to date.
@@ -293,4 +294,18 @@ fn purge_index(tx: &Transaction) -> rusqlite::Result<()> {
 /// before.
 fn gpu_totals(tx: &Transaction) -> rusqlite::Result<()> {
     tx.execute_batch("ALTER TABLE jobs ADD COLUMN gpu_totals TEXT;")
+}
+
+/// An array's spec and dependency are kept on its first task's row only; its other tasks read
+/// them from there (NULL in their own rows). Copies that earlier versions wrote into every
+/// task are dropped where they equal the first task's.
+fn array_once(tx: &Transaction) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "UPDATE jobs SET array_spec = NULL
+            WHERE array_job IS NOT NULL AND array_job != id AND array_spec IS NOT NULL
+              AND array_spec IS (SELECT f.array_spec FROM jobs f WHERE f.id = jobs.array_job);
+        UPDATE jobs SET dependency = NULL
+            WHERE array_job IS NOT NULL AND array_job != id AND dependency IS NOT NULL
+              AND dependency IS (SELECT f.dependency FROM jobs f WHERE f.id = jobs.array_job);",
+    )
 }

@@ -555,7 +555,8 @@ fn task_count(spec: &JobSpec) -> u32 {
         .map_or(1, |a| a.indices().len() as u32)
 }
 
-/// An array within `max_array_size`, a dependency on jobs flexd knows.
+/// An array within `max_array_size`, a dependency within `max_dependencies` on jobs flexd
+/// knows.
 fn check_queueing(s: &Settings, st: &State, spec: &JobSpec) -> Result<(), Response> {
     if let Some(a) = &spec.queue.array {
         let max = u64::from(s.limits.max_array_size);
@@ -569,6 +570,18 @@ fn check_queueing(s: &Settings, st: &State, spec: &JobSpec) -> Result<(), Respon
             return Err(err(
                 ErrorKind::LimitExceeded,
                 format!("--array={a} has {n} tasks, more than max_array_size = {max}"),
+            ));
+        }
+    }
+    if let Some(d) = &spec.queue.dependency {
+        let max = s.limits.max_dependencies as usize;
+        if d.terms.len() > max {
+            return Err(err(
+                ErrorKind::LimitExceeded,
+                format!(
+                    "--dependency names {} jobs, more than max_dependencies = {max}",
+                    d.terms.len()
+                ),
             ));
         }
     }
