@@ -45,15 +45,21 @@ fn refused_start(d: &Daemon, socket: &Path) -> (Option<i32>, String) {
     (status.code(), text)
 }
 
-/// A process's peak resident size in bytes (VmHWM).
-fn peak_rss(pid: u32) -> u64 {
+/// A size in bytes from a process's `/proc/PID/status` (`VmHWM:` its peak resident size,
+/// `VmRSS:` its resident size now).
+fn status_bytes(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let kb: u64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/PID/status");
+        .unwrap_or_else(|| panic!("{field} in /proc/PID/status"));
     kb * 1024
+}
+
+/// A process's peak resident size in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    status_bytes(pid, "VmHWM:")
 }
 
 #[test]
@@ -667,15 +673,9 @@ fn output_patterns_are_held_to_a_paths_length_and_end_reasons_stay_short() {
     );
 }
 
-/// flexd's resident memory (VmRSS), in bytes.
+/// A process's resident memory now, in bytes.
 fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/PID/status");
-    kb * 1024
+    status_bytes(pid, "VmRSS:")
 }
 
 #[test]
