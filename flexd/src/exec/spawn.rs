@@ -13,10 +13,10 @@
 //! Between the clone and exec the child only makes system calls (and formats a message when one
 //! fails): the supervisor is single-threaded.
 //!
-//! The supervisor waits for the exec no longer than `batch_start_timeout`, and not at all once
-//! the job is cancelled: a working directory or output file on a network filesystem that does
-//! not answer holds the child in the kernel (killably), and would otherwise hold the supervisor,
-//! the job's time limit, its cancel and its resources with it.
+//! The supervisor waits for the exec no longer than `batch_start_timeout`: a working directory
+//! or output file on a network filesystem that does not answer holds the child in the kernel
+//! (killably), and would otherwise hold the supervisor, the job's time limit, its cancel and
+//! its resources with it.
 
 use super::cgroup::JobCgroup;
 use super::{interpreter, LaunchSpec};
@@ -159,7 +159,7 @@ fn clone_child(cgroup: Option<&OwnedFd>) -> Result<(i32, bool), Errno> {
 pub(crate) enum NotStarted {
     /// It could not be made or set up, or did not reach the script in time: why.
     Failed(String),
-    /// `cancelled` was set while it was being set up; it was killed.
+    /// It did not reach the script in time, and `cancelled` was set meanwhile; it was killed.
     Cancelled,
 }
 
@@ -175,7 +175,8 @@ impl From<String> for NotStarted {
 /// job holds before the job runs. The child goes on only on the byte sent after `created`
 /// succeeds, so it never runs unrecorded, neither when `created` fails (the job does not
 /// start, with its message) nor when this process dies meanwhile. A child that has not reached
-/// the script within the spec's `start_timeout_ms`, or when `cancelled` is set, is killed.
+/// the script within the spec's `start_timeout_ms` is killed: the job was `Cancelled` when
+/// `cancelled` is set by then, else it `Failed`.
 pub(crate) fn spawn_job(
     spec: &LaunchSpec,
     cg: Option<&JobCgroup>,
@@ -229,17 +230,19 @@ pub(crate) fn spawn_job(
     drop(memfd);
     let err_r = std::fs::File::from(err_r);
     let deadline = Duration::from_millis(spec.start_timeout_ms);
-    if let Err(e) = wait_readable(&err_r, deadline, cancelled) {
+    // A cancel does not cut the setup short: the job starts, output files made, as in
+    // Slurm, and the supervisor ends it at once; only a setup held past the deadline is cut.
+    if !readable_within(&err_r, deadline) {
         let stuck = stuck_at(pid, spec);
         kill_unstarted(pid);
-        return Err(match e {
-            Waited::Cancelled => NotStarted::Cancelled,
-            Waited::TimedOut => NotStarted::Failed(format!(
-                "the job's first process did not reach the script within {} \
-                 (batch_start_timeout) and was killed: {stuck}",
-                humantime::format_duration(deadline)
-            )),
-        });
+        if cancelled.load(Ordering::SeqCst) {
+            return Err(NotStarted::Cancelled);
+        }
+        return Err(NotStarted::Failed(format!(
+            "the job's first process did not reach the script within {} \
+             (batch_start_timeout) and was killed: {stuck}",
+            humantime::format_duration(deadline)
+        )));
     }
     let mut msg = String::new();
     let _ = (&err_r).read_to_string(&mut msg);
@@ -267,28 +270,15 @@ fn shown(path: &str) -> String {
     format!("{}… ({} bytes)", &path[..cut], path.len())
 }
 
-/// Why [`wait_readable`] stopped waiting.
-enum Waited {
-    TimedOut,
-    Cancelled,
-}
-
-/// Wait until `pipe` has something to read or has ended, for at most `deadline`, looking at
-/// `cancelled` at least every 100 ms (a signal also ends the wait early).
-fn wait_readable(
-    pipe: &std::fs::File,
-    deadline: Duration,
-    cancelled: &AtomicBool,
-) -> Result<(), Waited> {
+/// Whether `pipe` has something to read or has ended within `deadline` (a signal does not end
+/// the wait).
+fn readable_within(pipe: &std::fs::File, deadline: Duration) -> bool {
     use std::os::fd::AsFd;
     let end = Instant::now() + deadline;
     loop {
-        if cancelled.load(Ordering::SeqCst) {
-            return Err(Waited::Cancelled);
-        }
         let left = end.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(Waited::TimedOut);
+            return false;
         }
         let slice = left.min(Duration::from_millis(100)).as_millis() as u16;
         let mut fds = [nix::poll::PollFd::new(
@@ -298,7 +288,7 @@ fn wait_readable(
         match nix::poll::poll(&mut fds, slice) {
             Ok(0) | Err(Errno::EINTR) => {}
             // Readable or ended; or poll itself failed, and the read that follows blocks.
-            Ok(_) | Err(_) => return Ok(()),
+            Ok(_) | Err(_) => return true,
         }
     }
 }
