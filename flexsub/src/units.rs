@@ -198,7 +198,14 @@ pub fn parse_output_pattern(s: &str) -> Result<String, ValueError> {
     if s.contains('\0') {
         return Err(bad("output pattern", s, "the path holds a NUL byte"));
     }
-    flex_proto::fname::check(s).map_err(|e| bad("output pattern", s, e.to_string()))?;
+    flex_proto::fname::check(s).map_err(|e| match e {
+        // A path too long to name a file is shown by its start.
+        flex_proto::fname::PatternError::TooLong(_) => {
+            let start: String = s.chars().take(64).collect();
+            bad("output pattern", &(start + "…"), e.to_string())
+        }
+        e => bad("output pattern", s, e.to_string()),
+    })?;
     Ok(s.to_string())
 }
 
@@ -353,6 +360,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("\"%q\""), "{e}");
+        // Longer than a path: refused by its length, shown by its start.
+        let e = parse_output_pattern(&"%x".repeat(3000))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("6000 bytes, longer than a path may be (4096)") && e.len() < 300,
+            "{e}"
+        );
     }
 
     #[test]

@@ -52,12 +52,18 @@ fn value() -> impl Strategy<Value = String> {
     ]
 }
 
-/// A value parser's error: `invalid <what> "<value>": <why>`, naming the value as given.
+/// A value parser's error: `invalid <what> "<value>": <why>`, naming the value as given (a
+/// path longer than a path may be by its first 64 characters).
 fn check_value_error(e: &flexsub::units::ValueError, input: &str) -> Result<(), TestCaseError> {
     let msg = e.to_string();
-    prop_assert_eq!(&e.value, input);
+    let named = if e.why.contains("longer than a path may be") {
+        input.chars().take(64).collect::<String>() + "…"
+    } else {
+        input.to_string()
+    };
+    prop_assert_eq!(&e.value, &named);
     prop_assert!(msg.starts_with("invalid "), "{}", msg);
-    prop_assert!(msg.contains(&format!("{input:?}")), "{}", msg);
+    prop_assert!(msg.contains(&format!("{named:?}")), "{}", msg);
     prop_assert!(!e.why.trim().is_empty(), "{}", msg);
     Ok(())
 }

@@ -21,6 +21,8 @@ pub const NO_ARRAY_INDEX: u32 = u32::MAX - 1;
 /// What a pattern was refused for.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PatternError {
+    #[error("it is {0} bytes, longer than a path may be ({PATH_MAX})")]
+    TooLong(usize),
     #[error("unknown escape {0:?}; Slurm's patterns are %j %J %x %u %A %a %N %n %s %t and %%, with an optional width such as %3a")]
     UnknownEscape(String),
     #[error("a lone % at the end; write %% for a percent sign")]
@@ -81,9 +83,16 @@ fn walk(pattern: &str, mut emit: impl FnMut(Piece<'_>)) -> Result<(), PatternErr
     Ok(())
 }
 
-/// Check that every escape in `pattern` is one of Slurm's (Slurm keeps unknown ones as text;
-/// Flex refuses them, as they are most likely typos).
+/// The longest path Linux opens (PATH_MAX, its terminating NUL included): no longer pattern
+/// names a file, and each escape may expand to a whole job name.
+pub const PATH_MAX: usize = 4096;
+
+/// Check that a pattern is no longer than a path may be, and that every escape in it is one of
+/// Slurm's (Slurm keeps unknown ones as text; Flex refuses them, as they are most likely typos).
 pub fn check(pattern: &str) -> Result<(), PatternError> {
+    if pattern.len() > PATH_MAX {
+        return Err(PatternError::TooLong(pattern.len()));
+    }
     if pattern.contains('\\') {
         return Ok(());
     }

@@ -11,8 +11,7 @@ use flex_proto::{DepTerm, ErrorKind, JobSpec, Response};
 use flex_sched::{JobKind, Model, PendingJob};
 use gres_plugin::{HostMem, JobId, Request as ResourceRequest};
 
-/// The longest path Linux opens (PATH_MAX, the terminating NUL included).
-const PATH_MAX: usize = libc::PATH_MAX as usize;
+use flex_proto::fname::PATH_MAX;
 
 /// Commit a submission and answer with its id once it is on disk.
 pub(crate) async fn submit(shared: &Shared, peer: &Peer, mut spec: JobSpec, now: u64) -> Response {
