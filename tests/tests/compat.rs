@@ -170,7 +170,7 @@ fn old_database_runs_in_todays_flexd(version: u32) {
     // Today's reader finds each job's submission in the old database, brought to today's
     // version without a flexd (which would purge them).
     let conn = flexd::store::open(&copy.path().join("flex.db")).expect("migrate a copy");
-    let one = flexd::store::launch_row(&conn, JobId(1))
+    let one = flexd::store::launch_row(&conn, JobId(1), None)
         .expect("read job 1")
         .expect("job 1 is there");
     assert_eq!(one.script, "#!/bin/sh\necho \"$FIXTURE_NOTE\"\n");
@@ -191,7 +191,7 @@ fn old_database_runs_in_todays_flexd(version: u32) {
         .env
         .iter()
         .any(|(k, v)| k == "PATH" && v == "/usr/bin:/bin"));
-    let two = flexd::store::launch_row(&conn, JobId(2))
+    let two = flexd::store::launch_row(&conn, JobId(2), None)
         .expect("read job 2")
         .expect("job 2 is there");
     assert!(

@@ -3,28 +3,45 @@
 
 use flex_proto::{ArraySpec, ArrayTask};
 
-/// The variables of task `task` of an array submitted as `spec`. The step is the ranges' one
-/// step when they share it (1 otherwise), as Slurm sets it.
+/// What every task of an array is told about it, worked out once per array: listing the
+/// indices of an array of 100,000 listed ones takes milliseconds, too long for each start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ArraySummary {
+    pub count: usize,
+    pub min: u32,
+    pub max: u32,
+    /// The ranges' one step when they share it (1 otherwise), as Slurm sets it.
+    pub step: u32,
+}
+
+impl ArraySummary {
+    pub(crate) fn of(spec: &ArraySpec) -> ArraySummary {
+        let indices = spec.indices();
+        ArraySummary {
+            count: indices.len(),
+            min: indices.first().copied().unwrap_or(0),
+            max: indices.last().copied().unwrap_or(0),
+            step: match spec.ranges.as_slice() {
+                [one] => one.step,
+                _ => 1,
+            },
+        }
+    }
+}
+
+/// The variables of task `task` of an array summed up as `array`.
 pub(crate) fn array_env(
     task: &ArrayTask,
-    spec: &ArraySpec,
+    array: &ArraySummary,
     slurm_aliases: bool,
 ) -> Vec<(String, String)> {
-    let indices = spec.indices();
-    let step = match spec.ranges.as_slice() {
-        [one] => one.step,
-        _ => 1,
-    };
     let values = [
         ("JOB_ID", task.job.0.to_string()),
         ("TASK_ID", task.index.to_string()),
-        ("TASK_COUNT", indices.len().to_string()),
-        (
-            "TASK_MIN",
-            indices.first().copied().unwrap_or(0).to_string(),
-        ),
-        ("TASK_MAX", indices.last().copied().unwrap_or(0).to_string()),
-        ("TASK_STEP", step.to_string()),
+        ("TASK_COUNT", array.count.to_string()),
+        ("TASK_MIN", array.min.to_string()),
+        ("TASK_MAX", array.max.to_string()),
+        ("TASK_STEP", array.step.to_string()),
     ];
     let mut out = Vec::with_capacity(12);
     for (prefix, on) in [("FLEX_ARRAY_", true), ("SLURM_ARRAY_", slurm_aliases)] {
@@ -51,8 +68,9 @@ mod tests {
             job: JobId(12),
             index: 5,
         };
-        let env: std::collections::HashMap<_, _> =
-            array_env(&task, &spec, true).into_iter().collect();
+        let env: std::collections::HashMap<_, _> = array_env(&task, &ArraySummary::of(&spec), true)
+            .into_iter()
+            .collect();
         assert_eq!(env["SLURM_ARRAY_JOB_ID"], "12");
         assert_eq!(env["FLEX_ARRAY_TASK_ID"], "5");
         assert_eq!(env["SLURM_ARRAY_TASK_COUNT"], "5");
@@ -61,7 +79,7 @@ mod tests {
             ("1", "9")
         );
         assert_eq!(env["SLURM_ARRAY_TASK_STEP"], "2");
-        assert!(!array_env(&task, &spec, false)
+        assert!(!array_env(&task, &ArraySummary::of(&spec), false)
             .iter()
             .any(|(k, _)| k.starts_with("SLURM")));
     }

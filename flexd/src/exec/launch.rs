@@ -2,6 +2,7 @@
 //! reads its script and environment from the database, builds the job's environment
 //! (`gres_plugin::env::job_env`), picks its MASTER_PORT and starts its supervisor.
 
+use super::array::ArraySummary;
 use super::cgroup::devices::GpuDevices;
 use super::LaunchSpec;
 use crate::config::SrunInJobs;
@@ -123,15 +124,19 @@ impl Launcher {
             .name("flexd-launcher".into())
             .spawn(move || {
                 let mut forker = None;
+                // The array of the last task started, summed up once for all its tasks.
+                let mut array = None;
                 for msg in rx {
                     match msg {
-                        LaunchMsg::Launch(l) => match self.launch(&conn, &mut forker, &l) {
-                            Ok((pid, port)) => sink.launched(l.job, pid, port),
-                            Err(why) => {
-                                tracing::warn!("job {}: cannot start: {why}", l.job);
-                                sink.failed(l.job, why)
+                        LaunchMsg::Launch(l) => {
+                            match self.launch(&conn, &mut forker, &mut array, &l) {
+                                Ok((pid, port)) => sink.launched(l.job, pid, port),
+                                Err(why) => {
+                                    tracing::warn!("job {}: cannot start: {why}", l.job);
+                                    sink.failed(l.job, why)
+                                }
                             }
-                        },
+                        }
                         LaunchMsg::Stop(done) => {
                             let _ = done.send(());
                             break;
@@ -147,9 +152,10 @@ impl Launcher {
         &self,
         conn: &rusqlite::Connection,
         forker: &mut Option<Forker>,
+        array: &mut Option<(JobId, ArraySummary)>,
         l: &Launch,
     ) -> Result<(u32, u16), String> {
-        let row = store::launch_row(conn, l.job)
+        let row = store::launch_row(conn, l.job, array.map(|(a, _)| a))
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("job {} is not in the database", l.job))?;
         let port = free_port().map_err(|e| format!("cannot find a free TCP port: {e}"))?;
@@ -184,7 +190,13 @@ impl Launcher {
         }));
         env.push(("MASTER_PORT".into(), port.to_string()));
         if let Some((task, spec)) = &row.array {
-            env.extend(super::array::array_env(task, spec, l.slurm_aliases));
+            let summary = match (spec, *array) {
+                (Some(spec), _) => ArraySummary::of(spec),
+                (None, Some((_, known))) => known,
+                (None, None) => return Err(format!("array job {}: no spec stored", task.job)),
+            };
+            *array = Some((task.job, summary));
+            env.extend(super::array::array_env(task, &summary, l.slurm_aliases));
         }
         let pattern_job = flex_proto::fname::PatternJob {
             job: l.job.0,

@@ -52,7 +52,8 @@ pub struct LaunchRow {
     pub stdout: Option<String>,
     pub stderr: Option<String>,
     /// The array it is a task of, its index, and the `--array` it came from.
-    pub array: Option<(flex_proto::ArrayTask, flex_proto::ArraySpec)>,
+    /// The task, and its array's spec: None when it is the array the caller said it knows.
+    pub array: Option<(flex_proto::ArrayTask, Option<flex_proto::ArraySpec>)>,
     pub umask: Option<u32>,
     /// `--signal`, if asked.
     pub signal: Option<flex_proto::WarnSignal>,
@@ -181,18 +182,25 @@ pub(crate) fn load_job(conn: &Connection, job: JobId) -> Result<Option<JobRow>, 
     rows.next()?.map(|r| job_row(r, &mut None)).transpose()
 }
 
-/// What the supervisor of `job` needs.
-pub fn launch_row(conn: &Connection, job: JobId) -> Result<Option<LaunchRow>, StoreError> {
+/// What the supervisor of `job` needs; the spec of array `known` is not read again (a long
+/// list of indices is read and parsed once, not for each of its tasks).
+pub fn launch_row(
+    conn: &Connection,
+    job: JobId,
+    known: Option<JobId>,
+) -> Result<Option<LaunchRow>, StoreError> {
     let mut st = conn.prepare_cached(
         "SELECT j.name, j.user, j.uid, j.gid, COALESCE(s.body, j.script), j.args,
             COALESCE(e.body, j.env), j.workdir, j.submit_dir, j.stdout, j.stderr, j.array_job,
             j.array_task,
-            COALESCE(j.array_spec, (SELECT f.array_spec FROM jobs f WHERE f.id = j.array_job)),
+            CASE WHEN j.array_job IS ?2 THEN NULL ELSE
+                COALESCE(j.array_spec, (SELECT f.array_spec FROM jobs f WHERE f.id = j.array_job))
+            END,
             j.umask, j.warn_signal, j.options, j.restarts
          FROM jobs j LEFT JOIN envs e ON e.id = j.env_id LEFT JOIN scripts s ON s.id = j.script_id
          WHERE j.id = ?1",
     )?;
-    let mut rows = st.query([job.0 as i64])?;
+    let mut rows = st.query(rusqlite::params![job.0 as i64, known.map(|k| k.0 as i64)])?;
     rows.next()?.map(|r| launch_from_row(job.0, r)).transpose()
 }
 
@@ -245,13 +253,15 @@ fn launch_from_row(id: u64, r: &rusqlite::Row) -> Result<LaunchRow, StoreError> 
     let warn_signal: Option<String> = r.get(15)?;
     let options: Option<String> = r.get(16)?;
     let restarts: u32 = r.get(17)?;
-    let array = match (array_job, array_task, array_spec) {
-        (Some(job), Some(index), Some(spec)) => Some((
+    let array = match (array_job, array_task) {
+        (Some(job), Some(index)) => Some((
             flex_proto::ArrayTask {
                 job: JobId(job as u64),
                 index,
             },
-            json(id, "array_spec", &spec)?,
+            array_spec
+                .map(|spec| json(id, "array_spec", &spec))
+                .transpose()?,
         )),
         _ => None,
     };

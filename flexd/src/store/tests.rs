@@ -77,7 +77,7 @@ fn a_version_1_database_migrates_and_keeps_its_jobs() {
         .unwrap();
     assert_eq!(by, None);
     // Its environment stayed in its row.
-    let env = launch_row(&conn, JobId(1)).unwrap().unwrap().env;
+    let env = launch_row(&conn, JobId(1), None).unwrap().unwrap().env;
     assert_eq!(env, [("OLD".to_string(), "1".to_string())]);
     // Opening again changes nothing.
     drop(conn);
@@ -106,7 +106,7 @@ fn an_environment_is_stored_once_for_the_jobs_that_share_it() {
         .query_row("SELECT count(*) FROM envs", [], |r| r.get(0))
         .unwrap();
     assert_eq!(rows, 2);
-    let env = |conn: &Connection, id| launch_row(conn, id).unwrap().unwrap().env;
+    let env = |conn: &Connection, id| launch_row(conn, id, None).unwrap().unwrap().env;
     assert_eq!(env(&conn, a), [("HOME".to_string(), "/home/u".to_string())]);
     assert_eq!(env(&conn, b), other.pairs().unwrap());
     assert_eq!(env(&conn, c), env(&conn, a));
@@ -153,13 +153,20 @@ fn sbatch_options_and_begin_times_are_stored_and_loaded() {
         assert_eq!(row.q.comment.as_deref(), Some("sweep 3 of 9"));
         assert_eq!(row.q.begin, Some(j.submit_time + 600));
         assert_eq!(
-            launch_row(&conn, id).unwrap().unwrap().options,
+            launch_row(&conn, id, None).unwrap().unwrap().options,
             *j.spec.options
         );
     }
+    // The second task reads the array's spec from the first task's row, unless the caller
+    // says it knows that array.
+    let spec = |known| launch_row(&conn, JobId(a.0 + 1), known).unwrap().unwrap().array;
+    let task = flex_proto::ArrayTask { job: a, index: 1 };
+    assert_eq!(spec(None), Some((task, j.spec.queue.array.clone())));
+    assert_eq!(spec(Some(a)), Some((task, None)));
+    assert_eq!(spec(Some(plain)), Some((task, j.spec.queue.array.clone())));
     let row = rows::load_job(&conn, plain).unwrap().unwrap();
     assert_eq!((row.q.comment.as_deref(), row.q.begin), (None, None));
-    assert!(launch_row(&conn, plain)
+    assert!(launch_row(&conn, plain, None)
         .unwrap()
         .unwrap()
         .options
@@ -213,7 +220,7 @@ fn submissions_commit_in_groups_with_distinct_ids() {
         )
         .unwrap();
     assert_eq!(events, 500);
-    let row = launch_row(&conn, JobId(ids[0])).unwrap().unwrap();
+    let row = launch_row(&conn, JobId(ids[0]), None).unwrap().unwrap();
     assert_eq!(row.env, vec![("HOME".to_string(), "/home/u".to_string())]);
     assert_eq!(row.args, vec!["a b".to_string()]);
     assert_eq!(row.script, "#!/bin/sh\necho secret\n");
