@@ -159,7 +159,12 @@ fn sbatch_options_and_begin_times_are_stored_and_loaded() {
     }
     // The second task reads the array's spec from the first task's row, unless the caller
     // says it knows that array.
-    let spec = |known| launch_row(&conn, JobId(a.0 + 1), known).unwrap().unwrap().array;
+    let spec = |known| {
+        launch_row(&conn, JobId(a.0 + 1), known)
+            .unwrap()
+            .unwrap()
+            .array
+    };
     let task = flex_proto::ArrayTask { job: a, index: 1 };
     assert_eq!(spec(None), Some((task, j.spec.queue.array.clone())));
     assert_eq!(spec(Some(a)), Some((task, None)));
