@@ -6,7 +6,7 @@
 use super::{event, json, StoreError};
 use flex_proto::{ArrayTask, Dependency, JobState};
 use gres_plugin::JobId;
-use rusqlite::{params, Transaction};
+use rusqlite::{params, OptionalExtension, Transaction};
 use std::sync::Arc;
 
 /// Who holds a pending job.
@@ -135,9 +135,52 @@ impl PartialEq for Q {
     }
 }
 
-/// The last dependency read, kept while rows are read in order: the tasks of an array, which
-/// come one after another, then share one.
-pub(super) type LastDependency = Option<(String, Arc<Dependency>)>;
+/// Dependencies as rows are read in id order: an array's dependency is stored on its first
+/// task's row only (tasks of arrays stored before schema 15 carry copies), and its tasks,
+/// which come one after another, share the one read for the first of them.
+pub(super) struct Dependencies<'c> {
+    conn: &'c rusqlite::Connection,
+    /// The array (or job) last read, and its dependency.
+    last: Option<(u64, Option<Arc<Dependency>>)>,
+}
+
+impl<'c> Dependencies<'c> {
+    pub(super) fn new(conn: &'c rusqlite::Connection) -> Self {
+        Dependencies { conn, last: None }
+    }
+
+    /// The dependency of job `id`, task of `array` when it is one, stored in its row as `own`.
+    fn of(
+        &mut self,
+        id: u64,
+        array: Option<u64>,
+        own: Option<String>,
+    ) -> Result<Option<Arc<Dependency>>, StoreError> {
+        let key = array.unwrap_or(id);
+        if let Some((k, d)) = &self.last {
+            if *k == key && (own.is_none() || d.is_some()) {
+                return Ok(d.clone());
+            }
+        }
+        let text = match (own, array) {
+            (Some(text), _) => Some(text),
+            // A task after the first: its array's, from the first task's row (read once; the
+            // first task may be a finished job not loaded).
+            (None, Some(first)) if first != id => self
+                .conn
+                .prepare_cached("SELECT dependency FROM jobs WHERE id = ?1")?
+                .query_row([first as i64], |r| r.get(0))
+                .optional()?
+                .flatten(),
+            (None, _) => None,
+        };
+        let d = text
+            .map(|t| json::<Dependency>(id, "dependency", &t).map(Arc::new))
+            .transpose()?;
+        self.last = Some((key, d.clone()));
+        Ok(d)
+    }
+}
 
 /// The columns `array_job` … `nice`, then (after `qos`) the begin time, the comment and the
 /// mail, of `store::rows::ROW_COLUMNS`, from `at`.
@@ -145,21 +188,11 @@ pub(super) fn from_row(
     id: u64,
     r: &rusqlite::Row,
     at: usize,
-    last: &mut LastDependency,
+    deps: &mut Dependencies,
 ) -> Result<Queueing, StoreError> {
     let array_job: Option<i64> = r.get(at)?;
     let array_task: Option<u32> = r.get(at + 1)?;
-    let dependency = match r.get::<_, Option<String>>(at + 3)? {
-        None => None,
-        Some(text) => match last {
-            Some((t, d)) if *t == text => Some(d.clone()),
-            _ => {
-                let d = Arc::new(json::<Dependency>(id, "dependency", &text)?);
-                *last = Some((text, d.clone()));
-                Some(d)
-            }
-        },
-    };
+    let dependency = deps.of(id, array_job.map(|a| a as u64), r.get(at + 3)?)?;
     let requeue_requested: Option<i64> = r.get(at + 7)?;
     Ok(Queueing {
         array: array_job.zip(array_task).map(|(j, index)| ArrayTask {

@@ -64,18 +64,19 @@ pub struct LaunchRow {
 }
 
 /// An array's spec and dependency are stored on its first task's row only (the tasks of
-/// arrays stored before carry copies, read as they are).
+/// arrays stored before schema 15 carry copies, read as they are); the dependency is taken
+/// from there by [`queueing::Dependencies`], once for all the tasks.
 const ROW_COLUMNS: &str = "id, name, uid, gid, user, account, request, priority, state,
     submit_time, start_time, end_time, exit_code, signal, reason, allocation, supervisor_pid,
     master_port, array_job, array_task,
     json_extract(COALESCE(array_spec,
         (SELECT f.array_spec FROM jobs f WHERE f.id = jobs.array_job)), '$.throttle'),
-    COALESCE(dependency, (SELECT f.dependency FROM jobs f WHERE f.id = jobs.array_job)), hold,
+    dependency, hold,
     requeue, restarts, requeue_requested, nice, qos,
     CASE WHEN eligible_time > submit_time THEN eligible_time END,
     json_extract(options, '$.comment'), json_extract(options, '$.mail')";
 
-fn job_row(r: &rusqlite::Row, last: &mut queueing::LastDependency) -> Result<JobRow, StoreError> {
+fn job_row(r: &rusqlite::Row, deps: &mut queueing::Dependencies) -> Result<JobRow, StoreError> {
     let id: i64 = r.get(0)?;
     let id = id as u64;
     let state: String = r.get(8)?;
@@ -107,7 +108,7 @@ fn job_row(r: &rusqlite::Row, last: &mut queueing::LastDependency) -> Result<Job
         supervisor_pid: r.get(16)?,
         master_port: r.get(17)?,
         qos: r.get(27)?,
-        q: Q::new(queueing::from_row(id, r, 18, last)?),
+        q: Q::new(queueing::from_row(id, r, 18, deps)?),
     })
 }
 
@@ -122,9 +123,9 @@ pub(crate) fn load_jobs(conn: &Connection, finished_since: u64) -> Result<Vec<Jo
     ))?;
     let mut rows = st.query([finished_since as i64])?;
     let mut out = Vec::new();
-    let mut last = None;
+    let mut deps = queueing::Dependencies::new(conn);
     while let Some(r) = rows.next()? {
-        out.push(job_row(r, &mut last)?);
+        out.push(job_row(r, &mut deps)?);
     }
     Ok(out)
 }
@@ -179,7 +180,8 @@ pub(crate) fn job_texts<T: Copy>(
 pub(crate) fn load_job(conn: &Connection, job: JobId) -> Result<Option<JobRow>, StoreError> {
     let mut st = conn.prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM jobs WHERE id = ?1"))?;
     let mut rows = st.query([job.0 as i64])?;
-    rows.next()?.map(|r| job_row(r, &mut None)).transpose()
+    let mut deps = queueing::Dependencies::new(conn);
+    rows.next()?.map(|r| job_row(r, &mut deps)).transpose()
 }
 
 /// What the supervisor of `job` needs; the spec of array `known` is not read again (a long

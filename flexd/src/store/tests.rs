@@ -364,3 +364,43 @@ fn starts_and_ends_are_recorded_and_loaded() {
         ]
     );
 }
+
+#[test]
+fn an_arrays_tasks_share_the_dependency_stored_on_its_first_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut conn = open(&dir.path().join("flex.db")).unwrap();
+    let mut envs = Bodies::default();
+    let mut j = new_job("deps");
+    j.spec.queue.array = Some(flex_proto::ArraySpec::parse("0-2").unwrap());
+    j.spec.queue.dependency = Some(flex_proto::Dependency::parse("afterany:1:2").unwrap());
+    let tx = conn.transaction().unwrap();
+    let a = insert_job(&tx, &j, &mut envs).unwrap();
+    tx.commit().unwrap();
+    let stored: Vec<bool> = conn
+        .prepare("SELECT dependency IS NOT NULL FROM jobs ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(stored, [true, false, false]);
+    // Also when the first task ended long ago and is not loaded.
+    for first_ended in [false, true] {
+        if first_ended {
+            conn.execute(
+                "UPDATE jobs SET state = 'COMPLETED', end_time = 1 WHERE id = ?1",
+                [a.0 as i64],
+            )
+            .unwrap();
+        }
+        let rows = rows::load_jobs(&conn, 100).unwrap();
+        let tasks: Vec<_> = rows.iter().filter(|r| r.id != a || !first_ended).collect();
+        assert_eq!(tasks.len(), if first_ended { 2 } else { 3 });
+        let deps: Vec<_> = tasks
+            .iter()
+            .map(|r| r.q.dependency.clone().unwrap())
+            .collect();
+        assert_eq!(*deps[0], j.spec.queue.dependency.clone().unwrap());
+        assert!(deps.iter().all(|d| std::sync::Arc::ptr_eq(d, &deps[0])));
+    }
+}
