@@ -135,50 +135,58 @@ impl PartialEq for Q {
     }
 }
 
-/// Dependencies as rows are read in id order: an array's dependency is stored on its first
-/// task's row only (tasks of arrays stored before schema 15 carry copies), and its tasks,
-/// which come one after another, share the one read for the first of them.
-pub(super) struct Dependencies<'c> {
+/// What an array's tasks share, as rows are read in id order: its throttle and dependency are
+/// stored on its first task's row only (schema 15 dropped the copies earlier versions wrote
+/// into each task), read once for all its tasks, which come one after another; they share
+/// one dependency in memory.
+pub(super) struct Arrays<'c> {
     conn: &'c rusqlite::Connection,
-    /// The array (or job) last read, and its dependency.
-    last: Option<(u64, Option<Arc<Dependency>>)>,
+    /// The array last read: its first task's id, throttle and dependency.
+    last: Option<(u64, Option<u32>, Option<Arc<Dependency>>)>,
 }
 
-impl<'c> Dependencies<'c> {
+impl<'c> Arrays<'c> {
     pub(super) fn new(conn: &'c rusqlite::Connection) -> Self {
-        Dependencies { conn, last: None }
+        Arrays { conn, last: None }
     }
 
-    /// The dependency of job `id`, task of `array` when it is one, stored in its row as `own`.
+    /// The throttle and dependency of job `id` (a task of the array whose first task is
+    /// `array`, when it is one), whose own row holds `own`.
     fn of(
         &mut self,
         id: u64,
         array: Option<u64>,
-        own: Option<String>,
-    ) -> Result<Option<Arc<Dependency>>, StoreError> {
-        let key = array.unwrap_or(id);
-        if let Some((k, d)) = &self.last {
-            if *k == key && (own.is_none() || d.is_some()) {
-                return Ok(d.clone());
+        own: (Option<u32>, Option<String>),
+    ) -> Result<(Option<u32>, Option<Arc<Dependency>>), StoreError> {
+        let parse = |text: Option<String>| {
+            text.map(|t| json::<Dependency>(id, "dependency", &t).map(Arc::new))
+                .transpose()
+        };
+        let first = match array {
+            None => return Ok((own.0, parse(own.1)?)),
+            Some(first) => first,
+        };
+        if let Some((k, throttle, d)) = &self.last {
+            if *k == first {
+                return Ok((*throttle, d.clone()));
             }
         }
-        let text = match (own, array) {
-            (Some(text), _) => Some(text),
-            // A task after the first: its array's, from the first task's row (read once; the
-            // first task may be a finished job not loaded).
-            (None, Some(first)) if first != id => self
-                .conn
-                .prepare_cached("SELECT dependency FROM jobs WHERE id = ?1")?
-                .query_row([first as i64], |r| r.get(0))
+        let (throttle, text) = if first == id {
+            own
+        } else {
+            // A task after the first, whose first task may be a finished job not loaded.
+            self.conn
+                .prepare_cached(
+                    "SELECT json_extract(array_spec, '$.throttle'), dependency FROM jobs
+                     WHERE id = ?1",
+                )?
+                .query_row([first as i64], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?
-                .flatten(),
-            (None, _) => None,
+                .unwrap_or((None, None))
         };
-        let d = text
-            .map(|t| json::<Dependency>(id, "dependency", &t).map(Arc::new))
-            .transpose()?;
-        self.last = Some((key, d.clone()));
-        Ok(d)
+        let d = parse(text)?;
+        self.last = Some((first, throttle, d.clone()));
+        Ok((throttle, d))
     }
 }
 
@@ -188,18 +196,19 @@ pub(super) fn from_row(
     id: u64,
     r: &rusqlite::Row,
     at: usize,
-    deps: &mut Dependencies,
+    arrays: &mut Arrays,
 ) -> Result<Queueing, StoreError> {
     let array_job: Option<i64> = r.get(at)?;
     let array_task: Option<u32> = r.get(at + 1)?;
-    let dependency = deps.of(id, array_job.map(|a| a as u64), r.get(at + 3)?)?;
+    let own = (r.get(at + 2)?, r.get(at + 3)?);
+    let (throttle, dependency) = arrays.of(id, array_job.map(|a| a as u64), own)?;
     let requeue_requested: Option<i64> = r.get(at + 7)?;
     Ok(Queueing {
         array: array_job.zip(array_task).map(|(j, index)| ArrayTask {
             job: JobId(j as u64),
             index,
         }),
-        throttle: r.get(at + 2)?,
+        throttle,
         dependency,
         hold: Hold::from_code(r.get(at + 4)?),
         requeue: r.get(at + 5)?,

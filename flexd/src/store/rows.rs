@@ -63,20 +63,17 @@ pub struct LaunchRow {
     pub restarts: u32,
 }
 
-/// An array's spec and dependency are stored on its first task's row only (the tasks of
-/// arrays stored before schema 15 carry copies, read as they are); the dependency is taken
-/// from there by [`queueing::Dependencies`], once for all the tasks.
+/// An array's spec and dependency are stored on its first task's row only: its tasks take
+/// its throttle and dependency from there through [`queueing::Arrays`], once for all.
 const ROW_COLUMNS: &str = "id, name, uid, gid, user, account, request, priority, state,
     submit_time, start_time, end_time, exit_code, signal, reason, allocation, supervisor_pid,
     master_port, array_job, array_task,
-    json_extract(COALESCE(array_spec,
-        (SELECT f.array_spec FROM jobs f WHERE f.id = jobs.array_job)), '$.throttle'),
-    dependency, hold,
+    json_extract(array_spec, '$.throttle'), dependency, hold,
     requeue, restarts, requeue_requested, nice, qos,
     CASE WHEN eligible_time > submit_time THEN eligible_time END,
     json_extract(options, '$.comment'), json_extract(options, '$.mail')";
 
-fn job_row(r: &rusqlite::Row, deps: &mut queueing::Dependencies) -> Result<JobRow, StoreError> {
+fn job_row(r: &rusqlite::Row, arrays: &mut queueing::Arrays) -> Result<JobRow, StoreError> {
     let id: i64 = r.get(0)?;
     let id = id as u64;
     let state: String = r.get(8)?;
@@ -108,7 +105,7 @@ fn job_row(r: &rusqlite::Row, deps: &mut queueing::Dependencies) -> Result<JobRo
         supervisor_pid: r.get(16)?,
         master_port: r.get(17)?,
         qos: r.get(27)?,
-        q: Q::new(queueing::from_row(id, r, 18, deps)?),
+        q: Q::new(queueing::from_row(id, r, 18, arrays)?),
     })
 }
 
@@ -123,9 +120,9 @@ pub(crate) fn load_jobs(conn: &Connection, finished_since: u64) -> Result<Vec<Jo
     ))?;
     let mut rows = st.query([finished_since as i64])?;
     let mut out = Vec::new();
-    let mut deps = queueing::Dependencies::new(conn);
+    let mut arrays = queueing::Arrays::new(conn);
     while let Some(r) = rows.next()? {
-        out.push(job_row(r, &mut deps)?);
+        out.push(job_row(r, &mut arrays)?);
     }
     Ok(out)
 }
@@ -180,8 +177,8 @@ pub(crate) fn job_texts<T: Copy>(
 pub(crate) fn load_job(conn: &Connection, job: JobId) -> Result<Option<JobRow>, StoreError> {
     let mut st = conn.prepare_cached(&format!("SELECT {ROW_COLUMNS} FROM jobs WHERE id = ?1"))?;
     let mut rows = st.query([job.0 as i64])?;
-    let mut deps = queueing::Dependencies::new(conn);
-    rows.next()?.map(|r| job_row(r, &mut deps)).transpose()
+    let mut arrays = queueing::Arrays::new(conn);
+    rows.next()?.map(|r| job_row(r, &mut arrays)).transpose()
 }
 
 /// What the supervisor of `job` needs; the spec of array `known` is not read again (a long

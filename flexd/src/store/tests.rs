@@ -366,12 +366,12 @@ fn starts_and_ends_are_recorded_and_loaded() {
 }
 
 #[test]
-fn an_arrays_tasks_share_the_dependency_stored_on_its_first_row() {
+fn an_arrays_tasks_share_the_throttle_and_dependency_stored_on_its_first_row() {
     let dir = tempfile::tempdir().unwrap();
     let mut conn = open(&dir.path().join("flex.db")).unwrap();
     let mut envs = Bodies::default();
     let mut j = new_job("deps");
-    j.spec.queue.array = Some(flex_proto::ArraySpec::parse("0-2").unwrap());
+    j.spec.queue.array = Some(flex_proto::ArraySpec::parse("0-2%2").unwrap());
     j.spec.queue.dependency = Some(flex_proto::Dependency::parse("afterany:1:2").unwrap());
     let tx = conn.transaction().unwrap();
     let a = insert_job(&tx, &j, &mut envs).unwrap();
@@ -402,5 +402,6 @@ fn an_arrays_tasks_share_the_dependency_stored_on_its_first_row() {
             .collect();
         assert_eq!(*deps[0], j.spec.queue.dependency.clone().unwrap());
         assert!(deps.iter().all(|d| std::sync::Arc::ptr_eq(d, &deps[0])));
+        assert!(tasks.iter().all(|r| r.q.throttle == Some(2)));
     }
 }
