@@ -3,8 +3,12 @@
 //! with 100,000 pending tasks of one array behind a job that holds every leaf (flexd's own
 //! pass histogram, read from its metrics endpoint, over the passes of a few seconds).
 //!
-//! `cargo bench -p flexd --bench arrays`; FLEX_ARRAY_TASKS (default 10000) and
-//! FLEX_ARRAY_PENDING (default 100000) change the sizes.
+//! Then, on a second flexd with every leaf free, how long the first 300 tasks of an array take
+//! to run when its 50,000 indices are listed one by one (`0,3,6,…`, a 1.9 MB spec) and when
+//! they are one range, side by side: what a task's start pays for its array's spec.
+//!
+//! `cargo bench -p flexd --bench arrays`; FLEX_ARRAY_TASKS (default 10000),
+//! FLEX_ARRAY_PENDING (default 100000) and FLEX_ARRAY_LISTED (default 50000) change the sizes.
 
 mod common;
 use common::{connect, env_usize, metrics_addr, pass_mean, percentile, start_daemon_with};
@@ -86,6 +90,56 @@ fn main() {
         t0.elapsed().as_secs_f64() * 1e3
     );
     report_passes(&addr, 5 * tasks + pending, 6);
+    drop(c);
+    drop(d);
+    starts_of_listed_and_ranged_arrays(env_usize("FLEX_ARRAY_LISTED", 50_000));
+}
+
+/// The first 300 tasks of an array of `n` indices run, listed one by one and as one range.
+fn starts_of_listed_and_ranged_arrays(n: usize) {
+    let d = start_daemon_with("");
+    let mut c = connect(&d.socket).unwrap();
+    let work = d.dir.path();
+    let listed: Vec<String> = (0..n).map(|i| (i * 3).to_string()).collect();
+    for (what, array) in [
+        ("listed one by one", listed.join(",")),
+        ("as one range", format!("0-{}:3", (n - 1) * 3)),
+    ] {
+        let mut s = spec(work, 1, Some(&array));
+        s.script = "#!/bin/sh\ntrue\n".into();
+        let t0 = Instant::now();
+        let Response::Submitted(proto::SubmitReply { job: first, .. }) =
+            call(&mut c, &Request::Submit(s))
+        else {
+            panic!("not submitted")
+        };
+        let acked = t0.elapsed().as_secs_f64();
+        let last = proto::JobId(first.0 + 299);
+        loop {
+            let filter = proto::QueueFilter {
+                jobs: vec![last],
+                include_finished: true,
+                ..Default::default()
+            };
+            if let Response::Queue(p) = call(&mut c, &Request::Queue(filter)) {
+                if p.jobs.iter().any(|j| j.state.is_finished()) {
+                    break;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        println!(
+            "the first 300 tasks of an array of {n} indices {what}: {:.2} s \
+             (submission acknowledged after {acked:.2} s)",
+            t0.elapsed().as_secs_f64()
+        );
+        let cancel = proto::CancelRequest {
+            jobs: vec![first],
+            signal: None,
+            tasks: vec![],
+        };
+        call(&mut c, &Request::Cancel(cancel));
+    }
 }
 
 /// flexd's mean pass time over 6 s, once the last submission has been seen by a pass.

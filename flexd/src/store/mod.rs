@@ -430,6 +430,20 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, bodies: &mut Bodies) -> Result<J
     let env_id = bodies.env(tx, j.spec.env.json())?;
     let script_id = bodies.script(tx, &j.spec.script)?;
     let tasks = q.array.as_ref().map(|a| a.indices());
+    let spec_text = q
+        .array
+        .as_ref()
+        .map(|a| serde_json::to_string(a).expect("arrays serialize"));
+    let dependency = q
+        .dependency
+        .as_ref()
+        .map(|d| serde_json::to_string(d).expect("dependencies serialize"));
+    // An array's first row takes its spec and dependency once its tasks are copied from it: a
+    // copy reads the row whole, a long spec's overflow pages included, for every task.
+    let (spec_now, dependency_now) = match tasks {
+        Some(_) => (None, None),
+        None => (spec_text.clone(), dependency.clone()),
+    };
     let mut st = tx.prepare_cached(
         "INSERT INTO jobs (name, uid, gid, user, account, script, script_id, args, env, env_id,
             workdir, submit_dir, stdout, stderr, request, leaves, leaf_type, gpus, mem_bytes,
@@ -463,12 +477,8 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, bodies: &mut Bodies) -> Result<J
         j.priority,
         j.submit_time as i64,
         tasks.as_ref().map(|t| t[0]),
-        q.array
-            .as_ref()
-            .map(|a| serde_json::to_string(a).expect("arrays serialize")),
-        q.dependency
-            .as_ref()
-            .map(|d| serde_json::to_string(d).expect("dependencies serialize")),
+        spec_now,
+        dependency_now,
         Hold::submitted(q.hold).code(),
         q.requeue.unwrap_or(true),
         j.spec.umask.map(|m| m & 0o777),
@@ -486,6 +496,8 @@ pub fn insert_job(tx: &Transaction, j: &NewJob, bodies: &mut Bodies) -> Result<J
     event(tx, id, j.submit_time, None, JobState::Pending, None)?;
     if let Some(tasks) = &tasks {
         queueing::insert_tasks(tx, id, &tasks[1..], j.submit_time)?;
+        tx.prepare_cached("UPDATE jobs SET array_spec = ?2, dependency = ?3 WHERE id = ?1")?
+            .execute(params![id.0 as i64, spec_text, dependency])?;
     }
     if let Some(a) = &j.start {
         start_job(tx, id, j.submit_time, a)?;
